@@ -1,0 +1,98 @@
+"""``fit`` and ``predict``: one entry point for every posterior and predictive.
+
+Methods are looked up in registries that name a module and a function, so importing
+``sparsebayes.inference`` (and running the evidence path) never imports PyMC.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from .results import library_versions
+
+__all__ = ["fit", "predict", "FIT_METHODS", "PREDICT_KINDS"]
+
+# problem kind -> method -> "module:function"; each function is fn(problem, *, seed, **options)
+FIT_METHODS: dict[str, dict[str, str]] = {
+    "regression": {
+        "evidence": "evidence:fit_fast",
+        "evidence-mackay": "evidence:fit_mackay",
+    },
+    "classification": {},
+    "gp": {},
+}
+
+# problem kind -> predictive kind -> "module:function"; fn(post, X_new, **options)
+PREDICT_KINDS: dict[str, dict[str, str]] = {
+    "regression": {"rvm": "predictive:predict_rvm"},
+    "classification": {},
+    "gp": {},
+}
+
+
+def _resolve(target: str):
+    module, func = target.split(":")
+    return getattr(importlib.import_module(f".{module}", __package__), func)
+
+
+def fit(problem, method: str = "evidence", *, seed: int | None = None, **options: Any) -> xr.DataTree:
+    """Posterior of ``problem`` by ``method``, as an ArviZ ``DataTree`` (DESIGN.md layout).
+
+    Parameters
+    ----------
+    problem : RVMRegression, RVMClassification or GPRegression.
+    method : "evidence" (Tipping & Faul 2003 fast type-II ML), "evidence-mackay" (Tipping 2001
+        eqs. 16-18), and, where installed, "vrvm", "advi", "fullrank_advi", "nuts".
+    seed : seed of every random draw (posterior draws of ``w``, samplers).
+    **options : passed to the method (e.g. ``max_iter``, ``draws``, ``chains``).
+    """
+    kind = getattr(problem, "kind", None)
+    if kind not in FIT_METHODS:
+        raise TypeError(
+            f"problem must be an RVMRegression, RVMClassification or GPRegression, "
+            f"got {type(problem).__name__}"
+        )
+    if not isinstance(method, str) or method not in FIT_METHODS[kind]:
+        raise ValueError(
+            f"unknown method {method!r} for {type(problem).__name__}; "
+            f"choose one of {sorted(FIT_METHODS[kind])}"
+        )
+    if seed is not None and (not isinstance(seed, int | np.integer) or seed < 0):
+        raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
+    start = time.perf_counter()
+    post = _resolve(FIT_METHODS[kind][method])(problem, seed=seed, **options)
+    post.attrs.update(
+        method=method,
+        seed=-1 if seed is None else int(seed),
+        wall_time=time.perf_counter() - start,
+        versions=library_versions(),
+    )
+    post.attrs["converged"] = int(bool(post.attrs.get("converged", 1)))
+    return post
+
+
+def predict(post: xr.DataTree, X_new, kind: str | None = None, **options: Any):
+    """Predictive distribution at ``X_new`` from a fitted posterior.
+
+    ``kind``: "rvm" (Tipping eqs. 21-22), "rvm*" (Rasmussen & Quiñonero-Candela eqs. 6-7),
+    "gp", or "samples" (mixture over posterior draws); ``None`` picks the natural one for the
+    posterior. Returns a :class:`~sparsebayes.inference.predictive.Predictive` (regression:
+    ``mean``, ``var``, ``logpdf(y)``, ``interval(p)``) or a class predictive (``proba``).
+    """
+    if not isinstance(post, xr.DataTree) or "problem_kind" not in post.attrs:
+        raise TypeError("post must be a DataTree returned by sparsebayes.inference.fit")
+    pkind = post.attrs["problem_kind"]
+    kinds = PREDICT_KINDS[pkind]
+    if kind is None:
+        kind = post.attrs.get("default_predict_kind") or next(iter(kinds))
+    if kind not in kinds:
+        raise ValueError(
+            f"predictive kind {kind!r} is not available for a {pkind} posterior; "
+            f"choose one of {sorted(kinds)}"
+        )
+    return _resolve(kinds[kind])(post, X_new, **options)

@@ -1,0 +1,45 @@
+"""sparsebayes.models: what is believed. Kernels, priors, problem descriptions, PyMC model
+builders and data sets. NumPy only at import time; PyMC is imported lazily."""
+
+from ._warnings import ConvergenceWarning, NumericalWarning, SamplingWarning, SparseBayesWarning
+from .basis import Basis
+from .kernels import (
+    CallableKernel,
+    GaussianKernel,
+    Kernel,
+    LinearKernel,
+    LinearSplineKernel,
+    LogBasis,
+    PolynomialKernel,
+    as_kernel,
+)
+from .priors import GammaPrior
+from .problems import RVMClassification, RVMRegression
+
+__all__ = [
+    "Basis",
+    "CallableKernel",
+    "ConvergenceWarning",
+    "GammaPrior",
+    "GaussianKernel",
+    "Kernel",
+    "LinearKernel",
+    "LinearSplineKernel",
+    "LogBasis",
+    "NumericalWarning",
+    "PolynomialKernel",
+    "RVMClassification",
+    "RVMRegression",
+    "SamplingWarning",
+    "SparseBayesWarning",
+    "as_kernel",
+    "datasets",
+]
+
+
+def __getattr__(name):
+    if name == "datasets":
+        import importlib
+
+        return importlib.import_module(".datasets", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
