@@ -40,7 +40,8 @@ def _resolve(target: str):
     return getattr(importlib.import_module(f".{module}", __package__), func)
 
 
-def fit(problem, method: str = "evidence", *, seed: int | None = None, **options: Any) -> xr.DataTree:
+def fit(problem, method: str = "evidence", *, seed: int | None = None,
+        **options: Any) -> xr.DataTree:
     """Posterior of ``problem`` by ``method``, as an ArviZ ``DataTree`` (DESIGN.md layout).
 
     Parameters

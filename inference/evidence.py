@@ -571,7 +571,7 @@ def _run_mackay(Phi, t, prior, beta, estimate_noise, beta_max, max_iter, tol, wa
     trace = []
     converged = False
     it = 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 (it is returned)
         Gs = G[np.ix_(active, active)] if G is not None else Phi[:, active].T @ Phi[:, active]
         H = beta * Gs
         H[np.diag_indices_from(H)] += alpha
@@ -580,7 +580,8 @@ def _run_mackay(Phi, t, prior, beta, estimate_noise, beta_max, max_iter, tol, wa
         Sigma = Linv.T @ Linv
         mu = beta * (Sigma @ Phit[active])
         r = t - Phi[:, active] @ mu
-        trace.append(0.5 * (N * np.log(beta) + np.sum(np.log(alpha)) - 2 * np.sum(np.log(np.diag(L)))
+        logdet_H = 2 * np.sum(np.log(np.diag(L)))
+        trace.append(0.5 * (N * np.log(beta) + np.sum(np.log(alpha)) - logdet_H
                             - beta * r @ r - mu @ (alpha * mu) - N * LOG_2PI))
         gamma = 1.0 - alpha * np.diag(Sigma)
         alpha_new = (gamma + 2 * prior.a) / (mu**2 + 2 * prior.b)  # (44)

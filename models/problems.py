@@ -105,7 +105,8 @@ class RVMRegression:
             raise ValueError("t is constant: there is nothing to regress")
         object.__setattr__(self, "t", t)
         if self.noise_sd is not None:
-            if not np.isscalar(self.noise_sd) or not np.isfinite(self.noise_sd) or self.noise_sd <= 0:
+            sd = self.noise_sd
+            if not np.isscalar(sd) or not np.isfinite(sd) or sd <= 0:
                 raise ValueError(f"noise_sd must be None or a number > 0, got {self.noise_sd!r}")
             object.__setattr__(self, "noise_sd", float(self.noise_sd))
 
