@@ -37,9 +37,10 @@ __all__ = [
 
 LOG_2PI = np.log(2 * np.pi)
 ALIGNMENT_MAX = 1 - 1e-9  # candidates this collinear with a basis in the model are skipped
-EXACT_BUDGET = 2e6  # recompute S, Q exactly every step while M * M_t^2 is below this
+EXACT_BUDGET = 2e5  # recompute S, Q exactly every step while M * M_t^2 is below this
 RECOMPUTE_EVERY = 50  # otherwise rank-one updates (App. A), rebuilt this often
 NOISE_WAIT = 50  # iterations at the initial noise before it is re-estimated every 5th
+NOISE_EVERY = 10
 BETA_MAX_FACTOR = 1e6  # beta <= BETA_MAX_FACTOR / var(t): noise sd >= 1e-3 sd(t)
 
 
@@ -324,6 +325,12 @@ class SequentialSparseBayes:
         del self.active[j]
         self.aligned = {k: v for k, v in self.aligned.items() if v != i}
 
+    def n_degenerate(self) -> int:
+        """Candidates skipped as duplicates: aligned, or numerically in the model's span."""
+        out = np.ones(self.S.size, bool)
+        out[self.active] = False
+        return len(self.aligned) + int(np.sum(out & (self.S <= 1e-12 * self.diag)))
+
     def is_aligned(self, i: int) -> int | None:
         """An in-model basis that candidate ``i`` nearly duplicates (T&F's alignment test)."""
         act = np.asarray(self.active)
@@ -448,7 +455,7 @@ def _run_fast(Phi, t, prior, beta, estimate_noise, beta_max, max_iter, tol, warm
         action, gain, done = state.step(tol)
         if gain:
             trace.append(trace[-1] + gain)
-        update_noise = estimate_noise and (done or (it > NOISE_WAIT and it % 5 == 0))
+        update_noise = estimate_noise and (done or (it > NOISE_WAIT and it % NOISE_EVERY == 0))
         if update_noise:
             act = np.asarray(state.active)
             new_beta = _noise_update(t, Phi[:, act], state.mu, state.gamma(), prior, beta_max)
@@ -469,7 +476,7 @@ def _run_fast(Phi, t, prior, beta, estimate_noise, beta_max, max_iter, tol, warm
     scale = norms[act]
     mu = state.mu / scale
     Sigma = state.Sigma / np.outer(scale, scale)
-    return act, state.alpha * scale**2, beta, mu, Sigma, trace, converged, it, len(state.aligned)
+    return act, state.alpha * scale**2, beta, mu, Sigma, trace, converged, it, state.n_degenerate()
 
 
 def _width_objective(log_width, kernel, basis, X, t, cols, alpha, beta):
@@ -500,6 +507,24 @@ def _width_objective(log_width, kernel, basis, X, t, cols, alpha, beta):
     return -L_val, -grad_log_width
 
 
+def check_basis(problem) -> None:
+    """Warn about the two common causes of a singular design: duplicate inputs (identical
+    kernel columns) and a Gaussian width far beyond the input range (near-constant columns)."""
+    X = problem.X
+    n_dup = X.shape[0] - np.unique(X, axis=0).shape[0]
+    if n_dup:
+        warnings.warn(f"X has {n_dup} duplicate rows: their kernel columns are identical, so "
+                      "at most one of each can become a relevance vector", NumericalWarning,
+                      stacklevel=4)
+    kernel = problem.kernel
+    if isinstance(kernel, GaussianKernel):
+        extent = np.ptp(X, axis=0) * np.ones_like(np.atleast_1d(kernel.width))
+        if np.all(np.asarray(kernel.width) > 100 * np.maximum(extent, 1e-300)):
+            warnings.warn(f"kernel width {kernel.width} is far larger than the input range "
+                          f"{np.ptp(X, axis=0)}: the kernel columns are nearly constant and "
+                          "collinear", NumericalWarning, stacklevel=4)
+
+
 def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int = 50
            ) -> _Solution:
     """Run ``algorithm`` ("fast" or "mackay"); with ``learn_width`` alternate it with
@@ -523,9 +548,9 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
                 Phi, t, prior, beta, estimate_noise, beta_max, max_iter, tol, warm)
             if n_aligned:
                 notes.append(f"{n_aligned} candidate basis functions were skipped as "
-                             "duplicates of basis functions in the model (cosine > "
-                             f"{ALIGNMENT_MAX}): duplicate inputs or a kernel width far too "
-                             "large")
+                             "numerical duplicates of basis functions in the model (cosine > "
+                             f"{ALIGNMENT_MAX} or in their span): duplicate inputs or a "
+                             "kernel width far too large")
         else:
             active, alpha, beta, mu, Sigma, tr, converged, n_iter = _run_mackay(
                 Phi, t, prior, beta, estimate_noise, beta_max, max_iter, tol, warm)
@@ -656,6 +681,7 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains):
         raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
     if not tol > 0:
         raise ValueError(f"tol must be > 0, got {tol!r}")
+    check_basis(problem)
     sol = _solve(problem, algorithm=algorithm, max_iter=int(max_iter), tol=float(tol))
     for note in sol.notes:
         warnings.warn(note, NumericalWarning, stacklevel=3)

@@ -30,6 +30,11 @@ class GammaPrior:
                 raise TypeError(f"GammaPrior {name} must be a finite number, got {v!r}")
             if v < 0:
                 raise ValueError(f"GammaPrior {name} must be >= 0, got {v!r}")
+        if self.a > 0 and self.b == 0:
+            raise ValueError(
+                "GammaPrior a > 0 needs a rate b > 0: with b = 0 the hyperprior term a ln(alpha) "
+                "grows without bound, so the evidence objective has no maximum"
+            )
 
     @property
     def is_proper(self) -> bool:

@@ -67,6 +67,7 @@ def _common(problem, X) -> np.ndarray:
     object.__setattr__(problem, "extra_columns", tuple(problem.extra_columns))
     if problem.learn_width and not isinstance(kernel, GaussianKernel):
         raise ValueError("learn_width=True needs a GaussianKernel")
+    Basis(kernel, X, problem.bias, problem.extra_columns)  # validates kernel and extra columns
     return X
 
 

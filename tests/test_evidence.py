@@ -1,0 +1,337 @@
+"""Type-II ML (evidence) for RVM regression, each claim against an independent reference."""
+
+import numpy as np
+import pytest
+from scipy import optimize, stats
+
+from sparsebayes.inference import fit, predict
+from sparsebayes.inference.evidence import (
+    SequentialSparseBayes,
+    _width_objective,
+    basis_objective,
+    log_evidence,
+    optimal_alpha,
+)
+from sparsebayes.models import (
+    ConvergenceWarning,
+    GammaPrior,
+    GaussianKernel,
+    LinearSplineKernel,
+    NumericalWarning,
+    RVMRegression,
+)
+
+X_SINC = np.linspace(-10, 10, 100)[:, None]
+F_SINC = np.sinc(X_SINC[:, 0] / np.pi)
+
+
+def direct_log_evidence(Phi, t, alpha, beta):
+    """Eq. (15) by brute force: the N x N Gaussian density of SciPy."""
+    C = np.eye(t.size) / beta + (Phi / alpha) @ Phi.T
+    return stats.multivariate_normal(np.zeros(t.size), C).logpdf(t)
+
+
+def random_problem(seed, n=40, m=15):
+    rng = np.random.default_rng(seed)
+    Phi = rng.standard_normal((n, m))
+    w = np.where(rng.random(m) < 0.3, rng.standard_normal(m), 0.0)
+    t = Phi @ w + 0.3 * rng.standard_normal(n)
+    return Phi, t
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_cholesky_log_evidence_equals_direct_eq15(seed):
+    Phi, t = random_problem(seed)
+    alpha = np.exp(np.random.default_rng(seed).uniform(-2, 3, Phi.shape[1]))
+    assert log_evidence(Phi, t, alpha, 4.0) == pytest.approx(
+        direct_log_evidence(Phi, t, alpha, 4.0), rel=1e-10)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fast_bookkeeping_and_every_gain_equal_full_evaluations(seed):
+    """State evidence == eq. (15), and each add/delete/re-estimate gain (App. A) equals the
+    difference of two full evaluations, through rank-one updates (no recompute)."""
+    Phi, t = random_problem(seed)
+    beta = 4.0
+    state = SequentialSparseBayes(Phi, t, np.full(t.size, beta))
+
+    def full(st):
+        return direct_log_evidence(Phi[:, st.active], t, st.alpha, beta)
+
+    seen = set()
+    for _ in range(60):
+        before = full(state)
+        assert state.log_evidence() == pytest.approx(before, rel=1e-8)
+        action, gain, done = state.step()
+        if done:
+            break
+        seen.add(action)
+        assert full(state) - before == pytest.approx(gain, rel=1e-7, abs=1e-9)
+    assert done
+    assert {"add", "reestimate"} <= seen
+
+
+def test_rank_one_updates_equal_recompute():
+    Phi, t = random_problem(7, n=60, m=30)
+    st = SequentialSparseBayes(Phi, t, np.full(t.size, 2.0))
+    for _ in range(15):
+        st.step()
+        S, Q, mu, Sigma = st.S.copy(), st.Q.copy(), st.mu.copy(), st.Sigma.copy()
+        st.recompute()
+        np.testing.assert_allclose(S, st.S, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(Q, st.Q, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(mu, st.mu, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(Sigma, st.Sigma, rtol=1e-8, atol=1e-12)
+
+
+def test_deleting_with_infinite_alpha_leaves_evidence_unchanged():
+    Phi, t = random_problem(3)
+    alpha = np.ones(Phi.shape[1])
+    alpha_big = alpha.copy()
+    alpha_big[4] = 1e14
+    keep = np.arange(Phi.shape[1]) != 4
+    assert log_evidence(Phi, t, alpha_big, 2.0) == pytest.approx(
+        log_evidence(Phi[:, keep], t, alpha[keep], 2.0), rel=1e-9)
+
+
+@pytest.mark.parametrize("a, b", [(0.0, 0.0), (1e-2, 1e-3), (0.5, 0.1), (2.0, 5.0), (0.0, 1.0)])
+def test_optimal_alpha_maximises_basis_objective(a, b):
+    rng = np.random.default_rng(0)
+    s = rng.uniform(0.1, 5, 30)
+    q = rng.uniform(-4, 4, 30)
+    best = optimal_alpha(s, q, a, b)
+    for si, qi, ai in zip(s, q, best):
+        grid = np.logspace(-6, 8, 4000)
+        vals = basis_objective(grid, si, qi, a, b)
+        numeric_best = max(vals.max(), 0.0)  # 0 = excluded
+        assert float(basis_objective(ai, si, qi, a, b)) >= numeric_best - 1e-6
+
+
+def test_optimal_alpha_flat_is_eq20():
+    s, q = np.array([1.0, 2.0, 3.0]), np.array([2.0, 1.0, -4.0])
+    expected = np.where(q**2 > s, s**2 / (q**2 - s), np.inf)
+    np.testing.assert_array_equal(optimal_alpha(s, q), expected)
+
+
+def test_initial_alpha_is_eq26():
+    Phi, t = random_problem(1)
+    st = SequentialSparseBayes(Phi, t, np.ones(t.size))
+    i = st.active[0]
+    norm2 = Phi[:, i] @ Phi[:, i]
+    expected = norm2 / ((Phi[:, i] @ t) ** 2 / norm2 - 1.0)
+    assert st.alpha[0] == pytest.approx(expected, rel=1e-12)
+
+
+def test_mackay_matches_sklearn_ard():
+    """Eqs. (44), (46) with a..d = 1e-6 are exactly scikit-learn's ARDRegression updates on
+    [1, K] (shared/papers/README): same start, same updates, same pruning threshold."""
+    from sklearn.linear_model import ARDRegression
+
+    rng = np.random.default_rng(0)
+    X = np.sort(rng.uniform(-10, 10, 60))[:, None]
+    t = np.sinc(X[:, 0] / np.pi) + 0.1 * rng.standard_normal(60)
+    problem = RVMRegression(X, t, kernel=GaussianKernel(3.0),
+                            prior=GammaPrior(1e-6, 1e-6, 1e-6, 1e-6))
+    post = fit(problem, method="evidence-mackay", seed=0, tol=1e-10, max_iter=20000)
+    ard = ARDRegression(fit_intercept=False, threshold_lambda=1e12, tol=1e-12, max_iter=20000)
+    ard.fit(problem.design_matrix(), t)
+    g = post["gaussian_posterior"]
+    cols = [problem.basis.labels.index(lab) for lab in g["basis"].values]
+    np.testing.assert_allclose(g["mu"].values, ard.coef_[cols], rtol=1e-4, atol=1e-6)
+    assert float(g["beta"]) == pytest.approx(ard.alpha_, rel=1e-4)
+    Xn = np.linspace(-12, 12, 50)[:, None]
+    np.testing.assert_allclose(predict(post, Xn).mean,
+                               ard.predict(problem.basis.design(Xn)), atol=1e-5)
+
+
+@pytest.mark.parametrize("kernel", [GaussianKernel(3.0), LinearSplineKernel()])
+def test_fast_and_mackay_reach_the_same_evidence_on_sinc(kernel):
+    t = F_SINC + np.random.default_rng(0).uniform(-0.2, 0.2, 100)
+    problem = RVMRegression(X_SINC, t, kernel=kernel)
+    fast = fit(problem, method="evidence", seed=0)
+    mackay = fit(problem, method="evidence-mackay", seed=0)
+    assert fast.attrs["converged"] and mackay.attrs["converged"]
+    assert fast.attrs["log_evidence"] == pytest.approx(mackay.attrs["log_evidence"], rel=1e-3)
+    # the reported value is eq. (15) at the returned hyperparameters
+    g = fast["gaussian_posterior"]
+    Phi = problem.basis.design(X_SINC, columns=[problem.basis.labels.index(c)
+                                                for c in g["basis"].values])
+    assert fast.attrs["log_evidence"] == pytest.approx(
+        direct_log_evidence(Phi, t, g["alpha"].values, float(g["beta"])), rel=1e-8)
+
+
+def test_tipping_41_noise_free_sinc():
+    """Tipping (2001) §4.1: noise-free sinc, linear spline (eq. 29), sigma fixed at 0.01:
+    9 relevance vectors, max error 0.0070 with his re-estimation (MacKay) algorithm."""
+    problem = RVMRegression(X_SINC, F_SINC, kernel=LinearSplineKernel(), noise_sd=0.01)
+    post = fit(problem, method="evidence-mackay", seed=0)
+    err = np.abs(predict(post, X_SINC).mean - F_SINC).max()
+    assert post.attrs["n_relevant"] <= 12
+    assert err <= 0.01
+    fast = fit(problem, method="evidence", seed=0)
+    assert fast.attrs["n_relevant"] <= 12
+    assert np.abs(predict(fast, X_SINC).mean - F_SINC).max() <= 0.02
+    assert fast.attrs["log_evidence"] == pytest.approx(post.attrs["log_evidence"], rel=1e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["evidence", "evidence-mackay"])
+def test_tipping_41_uniform_noise_sinc_20_draws(method):
+    """Tipping (2001) §4.1: U[-0.2, 0.2] noise, linear spline: 6 RVs and RMS 0.0245 for one
+    draw; over 20 draws we require mean RVs <= 10 and mean RMS (vs the true function) <= 0.045."""
+    n_rv, rms = [], []
+    for seed in range(20):
+        t = F_SINC + np.random.default_rng(seed).uniform(-0.2, 0.2, 100)
+        post = fit(RVMRegression(X_SINC, t, kernel=LinearSplineKernel()), method=method, seed=0)
+        n_rv.append(post.attrs["n_relevant"])
+        rms.append(np.sqrt(np.mean((predict(post, X_SINC).mean - F_SINC) ** 2)))
+    assert np.mean(n_rv) <= 10
+    assert np.mean(rms) <= 0.045
+
+
+def tipping_43_data(seed=1, n=100):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-10, 10, (n, 2))
+    f = np.sinc(X[:, 0] / np.pi) + 0.1 * X[:, 1]
+    return X, f, f + 0.1 * rng.standard_normal(n)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["evidence", "evidence-mackay"])
+def test_tipping_43_learned_ard_widths(method):
+    """Tipping (2001) §4.3, Tables 1-2: y = sinc(x1) + 0.1 x2, noise sd 0.1, Gaussian kernel
+    with one width per input plus linear and quadratic columns, widths by the evidence:
+    eta_2 << eta_1 (x2 is carried by the linear term, weight 0.102) and the error drops
+    far below a fixed isotropic width's."""
+    X, f, t = tipping_43_data()
+    Xt, ft, _ = tipping_43_data(seed=2, n=1000)
+    extra = ("linear", "quadratic")
+    learned = fit(RVMRegression(X, t, kernel=GaussianKernel((3.0, 3.0)), extra_columns=extra,
+                                learn_width=True), method=method, seed=0)
+    fixed = fit(RVMRegression(X, t, kernel=GaussianKernel(3.0), extra_columns=extra),
+                method=method, seed=0)
+    w1, w2 = learned.attrs["width"]
+    assert w2 > 4 * w1
+    rms_learned = np.sqrt(np.mean((predict(learned, Xt).mean - ft) ** 2))
+    rms_fixed = np.sqrt(np.mean((predict(fixed, Xt).mean - ft) ** 2))
+    assert rms_learned < 0.6 * rms_fixed
+    assert learned.attrs["log_evidence"] > fixed.attrs["log_evidence"]
+    # the fitted function's slope along x2 is the true 0.1 (Table 2: w_x2 = 0.102)
+    shift = Xt + np.array([0.0, 1.0])
+    slope = np.mean(predict(learned, shift).mean - predict(learned, Xt).mean)
+    assert slope == pytest.approx(0.1, abs=0.02)
+
+
+def test_width_gradient_matches_finite_differences():
+    """App. C eqs. (53)-(57) against central differences of the Cholesky evidence."""
+    X, _, t = tipping_43_data(n=40)
+    problem = RVMRegression(X, t, kernel=GaussianKernel((2.0, 5.0)), extra_columns=("linear",))
+    basis = problem.basis
+    cols = np.array([0, 3, 8, 17, 25, 40, 41])
+    alpha = np.linspace(0.5, 3.0, cols.size)
+    x0 = np.log([2.0, 5.0])
+    _, grad = _width_objective(x0, problem.kernel, basis, X, t, cols, alpha, 50.0)
+    num = optimize.approx_fprime(
+        x0, lambda v: _width_objective(v, problem.kernel, basis, X, t, cols, alpha, 50.0)[0],
+        1e-6)
+    np.testing.assert_allclose(grad, num, rtol=1e-4, atol=1e-6)
+
+
+def test_datatree_layout():
+    t = F_SINC + np.random.default_rng(0).normal(0, 0.1, 100)
+    post = fit(RVMRegression(X_SINC, t, kernel=GaussianKernel(3.0)), seed=3, draws=50, chains=2)
+    assert {"posterior", "log_likelihood", "observed_data", "constant_data", "sample_stats",
+            "gaussian_posterior"} <= set(post.children)
+    p = post["posterior"]
+    assert p["w"].dims == ("chain", "draw", "basis") and p["w"].shape[:2] == (2, 50)
+    assert p["alpha"].dims == ("chain", "draw", "basis")
+    assert post["log_likelihood"]["t"].dims == ("chain", "draw", "obs")
+    assert post.attrs["n_relevant"] == p.sizes["basis"]
+    assert post.attrs["method"] == "evidence" and post.attrs["seed"] == 3
+    # w draws come from N(mu, Sigma); kernel columns keep their training-point label
+    g = post["gaussian_posterior"]
+    w = p["w"].values.reshape(-1, p.sizes["basis"])
+    se = np.sqrt(np.diag(g["Sigma"].values) / w.shape[0])
+    assert np.all(np.abs(w.mean(0) - g["mu"].values) < 5 * se)
+    idx = post["constant_data"]["centre_index"].values
+    labels = p["basis"].values
+    assert all(lab == str(i) for lab, i in zip(labels, idx) if i >= 0)
+    # draws are reproducible from the seed
+    again = fit(RVMRegression(X_SINC, t, kernel=GaussianKernel(3.0)), seed=3, draws=50, chains=2)
+    np.testing.assert_array_equal(again["posterior"]["w"].values, p["w"].values)
+
+
+def test_evidence_path_does_not_import_pymc():
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np\n"
+            "from sparsebayes.models import RVMRegression\n"
+            "from sparsebayes.inference import fit, predict\n"
+            "x = np.linspace(-5, 5, 30)\n"
+            "p = fit(RVMRegression(x, np.sin(x)), seed=0); predict(p, x)\n"
+            "assert 'pymc' not in sys.modules and 'pytensor' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---- bad input -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "X, t, err, match",
+    [
+        (np.array([[0.0], [np.nan], [1.0]]), [1.0, 2.0, 3.0], ValueError, "X contains NaN"),
+        ([[0.0], [1.0], [2.0]], [1.0, np.inf, 3.0], ValueError, "t contains NaN"),
+        ([[0.0], [1.0], [2.0]], [1.0, 2.0], ValueError, "mismatched lengths"),
+        ([[0.0]], [1.0], ValueError, "at least 2"),
+        (np.empty((0, 1)), [], ValueError, "empty"),
+        ([[0.0], [1.0], [2.0]], [1.0, 1.0, 1.0], ValueError, "constant"),
+        ([["a"], ["b"], ["c"]], [1.0, 2.0, 3.0], TypeError, "numeric"),
+        ([[0.0], [1.0], [2.0]], ["a", "b", "c"], TypeError, "numeric"),
+    ],
+)
+def test_bad_input_raises_named_errors(X, t, err, match):
+    with pytest.raises(err, match=match):
+        RVMRegression(X, t)
+
+
+def test_bad_parameters():
+    X, t = X_SINC, F_SINC + np.random.default_rng(0).normal(0, 0.1, 100)
+    with pytest.raises(ValueError, match="width"):
+        GaussianKernel(0.0)
+    with pytest.raises(ValueError, match="width"):
+        RVMRegression(X, t, kernel=GaussianKernel((1.0, 2.0)))
+    with pytest.raises(ValueError, match="unknown method"):
+        fit(RVMRegression(X, t), method="magic")
+    with pytest.raises(ValueError, match="noise_sd"):
+        RVMRegression(X, t, noise_sd=-1.0)
+    with pytest.raises(ValueError, match="max_iter"):
+        fit(RVMRegression(X, t), max_iter=0)
+    with pytest.raises(ValueError, match="needs a rate b > 0"):
+        GammaPrior(a=1.0, b=0.0)
+    with pytest.raises(ValueError, match="unknown kernel"):
+        RVMRegression(X, t, kernel="wavelet")
+    with pytest.raises(ValueError, match="X_new has 2 features"):
+        predict(fit(RVMRegression(X, t), seed=0), np.zeros((3, 2)))
+
+
+def test_duplicate_points_and_huge_width_warn_not_nan():
+    rng = np.random.default_rng(0)
+    x = np.repeat(np.linspace(-5, 5, 20), 3)[:, None]
+    t = np.sin(x[:, 0]) + 0.1 * rng.standard_normal(60)
+    with pytest.warns(NumericalWarning, match="duplicate"):
+        post = fit(RVMRegression(x, t, kernel=GaussianKernel(1.0)), seed=0)
+    assert np.all(np.isfinite(predict(post, x).mean))
+    with pytest.warns(NumericalWarning, match="far larger than the input range"):
+        post = fit(RVMRegression(np.unique(x)[:, None], t[::3], kernel=GaussianKernel(1e6)),
+                   seed=0)
+    pred = predict(post, x)
+    assert np.all(np.isfinite(pred.mean)) and np.all(pred.var > 0)
+    assert pred.mean == pytest.approx(np.mean(t[::3]), abs=0.05)  # a constant fit
+
+
+def test_non_convergence_warns_and_flags():
+    t = F_SINC + np.random.default_rng(0).normal(0, 0.1, 100)
+    with pytest.warns(ConvergenceWarning, match="max_iter=3"):
+        post = fit(RVMRegression(X_SINC, t, kernel=GaussianKernel(3.0)), max_iter=3, seed=0)
+    assert post.attrs["converged"] == 0
