@@ -1,0 +1,29 @@
+# Two commands for a fresh machine: `make demo` (the main job) and `make test`.
+# Both create or reuse a Python 3.12 virtual environment in .venv (python3 resolves to 3.12
+# inside this repo through .python-version / pyenv; override with `make PYTHON=python3.12`).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 12), "sparsebayes needs Python >= 3.12, got " + sys.version'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $@
+
+.PHONY: install demo test lint bench
+install: $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(BIN)/sparsebayes demo --out results
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check models inference tests benchmarks
+
+test: $(VENV)/.installed lint
+	MPLBACKEND=Agg $(BIN)/python -m pytest -q
+
+bench: $(VENV)/.installed
+	$(BIN)/python -m pip install -q -e ".[bench]"
+	$(BIN)/python benchmarks/bench_regression.py
