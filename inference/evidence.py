@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 from scipy import linalg, optimize
+
 from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning
 from sparsebayes.models.basis import Basis
 from sparsebayes.models.kernels import GaussianKernel, _sq_distances
