@@ -19,7 +19,7 @@ demo: $(VENV)/.installed
 	$(BIN)/sparsebayes demo --out results
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check models inference tests benchmarks
+	$(BIN)/ruff check .
 
 test: $(VENV)/.installed lint
 	MPLBACKEND=Agg $(BIN)/python -m pytest -q
