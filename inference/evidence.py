@@ -108,17 +108,18 @@ def log_evidence(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, beta: float)
     )
 
 
-def basis_objective(alpha, s, q, a: float = 0.0, b: float = 0.0):
+def basis_objective(alpha, s, q, a: float = 0.0, b=0.0):
     """Contribution of one basis to the objective (Tipping & Faul eq. 18) plus its
     hyperprior on ``ln alpha`` (Tipping App. A): ``l(alpha) + a ln alpha - b alpha``.
 
     ``l(inf) = 0``: an excluded basis contributes nothing (its prior is not counted either).
     """
-    alpha = np.asarray(alpha, dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        val = 0.5 * (np.log(alpha) - np.log(alpha + s) + q**2 / (alpha + s))
-        val = val + a * np.log(alpha) - b * alpha
-    return np.where(np.isinf(alpha), 0.0, val)
+    alpha, s, q, b = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (alpha, s, q, b)))
+    out = np.zeros(alpha.shape)
+    f = np.isfinite(alpha)
+    af, sf = alpha[f], s[f]
+    out[f] = 0.5 * (np.log(af / (af + sf)) + q[f] ** 2 / (af + sf)) + a * np.log(af) - b[f] * af
+    return out
 
 
 def optimal_alpha(s: np.ndarray, q: np.ndarray, a: float = 0.0, b=0.0) -> np.ndarray:
