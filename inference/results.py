@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import arviz_base as azb
 import numpy as np
 import xarray as xr
 
@@ -58,8 +59,6 @@ def make_datatree(
     ``(chain, draw)``; ``log_likelihood`` is ``(chain, draw, obs)``. ``sample_stats`` values
     are arrays with leading ``(chain, draw)`` or ``(dims, array)`` pairs for traces.
     """
-    import arviz_base as azb
-
     columns = np.asarray(columns, dtype=int)
     labels = np.asarray(basis.labels, dtype=str)[columns]
     n, d = problem.X.shape
