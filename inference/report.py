@@ -1,0 +1,350 @@
+"""Markdown report of a comparison study: summary tables (mean ± sd over splits), paired
+t-tests as in Rasmussen & Quiñonero-Candela (2005) Table 1, and PNG figures (predictive
+bands for 1-D regression, decision boundaries with relevance vectors circled for 2-D
+classification, posterior comparison, sparsity vs error)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from .study import (
+    CLASSIFICATION,
+    MANIFEST,
+    REGRESSION,
+    TABLE,
+    Cell,
+    DataSpec,
+    MethodSpec,
+    load_table,
+)
+
+__all__ = ["write_report", "paired_tests", "summary_table", "LOSSES"]
+
+# per task: (column, heading, scale for display) of the losses compared by paired t-tests
+LOSSES = {
+    REGRESSION: [("mse", "squared error", 1.0), ("mae", "absolute error", 1.0),
+                 ("nlpd", "neg. log predictive density", 1.0)],
+    CLASSIFICATION: [("error_rate", "error rate (%)", 100.0), ("log_loss", "log loss", 1.0),
+                     ("brier", "Brier score", 1.0)],
+}
+_SUMMARY = {
+    REGRESSION: [("rmse", "RMSE", 1.0), ("mae", "MAE", 1.0), ("nlpd", "NLPD", 1.0),
+                 ("coverage95", "95% coverage", 1.0)],
+    CLASSIFICATION: [("error_rate", "error %", 100.0), ("log_loss", "log loss", 1.0),
+                     ("brier", "Brier", 1.0)],
+}
+_COMMON = [("n_relevant", "relevant vectors", 1.0), ("fit_seconds", "fit s", 1.0),
+           ("divergences", "divergences", 1.0), ("max_rhat", "max R-hat", 1.0)]
+_DIGITS = {"n_relevant": 1, "fit_seconds": 2, "error_rate": 2}
+
+
+def _fmt(x: float, digits: int = 3) -> str:
+    if x is None or not np.isfinite(x):
+        return "–"
+    if x != 0 and (abs(x) >= 1e4 or abs(x) < 10 ** -digits):
+        return f"{x:.{digits}g}"
+    return f"{x:.{digits}f}"
+
+
+def _markdown(df: pd.DataFrame) -> str:
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for _, row in df.iterrows():
+        lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |")
+    return "\n".join(lines)
+
+
+def summary_table(table: pd.DataFrame, dataset: str) -> pd.DataFrame:
+    """Mean ± sd over the successful splits, one row per method, for one data set."""
+    sub = table[table["dataset"] == dataset]
+    task = sub["task"].iloc[0]
+    rows = []
+    for method, grp in sub.groupby("method", sort=False):
+        ok = grp[grp["status"] == "ok"]
+        row = {"method": f"`{method}`", "splits ok": f"{len(ok)}/{len(grp)}"}
+        for col, name, scale in _SUMMARY[task] + _COMMON:
+            if col not in ok or ok[col].isna().all():
+                continue
+            v = ok[col].to_numpy(float) * scale
+            if col == "divergences":
+                row[name] = f"{int(np.nansum(v))}"
+            elif col == "max_rhat":
+                row[name] = _fmt(np.nanmax(v))
+            else:
+                sd = np.nanstd(v, ddof=1) if np.isfinite(v).sum() > 1 else np.nan
+                k = _DIGITS.get(col, 3)
+                row[name] = _fmt(np.nanmean(v), k) + ("" if not np.isfinite(sd)
+                                                      else f" ± {_fmt(sd, k)}")
+        rows.append(row)
+    return pd.DataFrame(rows).fillna("–")
+
+
+def paired_tests(table: pd.DataFrame, dataset: str, loss: str) -> pd.DataFrame:
+    """Two-sided paired t-test p-values (``scipy.stats.ttest_rel``) across the splits both
+    methods finished, as in R&QC (2005) Table 1: the first row holds each method's mean loss;
+    row ``i``, column ``j > i`` the p-value for methods i and j."""
+    sub = table[(table["dataset"] == dataset) & (table["status"] == "ok")]
+    sub = sub[sub[loss].notna()] if loss in sub else sub.iloc[0:0]
+    methods = list(dict.fromkeys(sub["method"]))
+    wide = sub.pivot_table(index="split", columns="method", values=loss, aggfunc="first")
+    out = pd.DataFrame("", index=["mean loss", *methods], columns=methods, dtype=object)
+    for j, mj in enumerate(methods):
+        out.loc["mean loss", mj] = _fmt(float(wide[mj].mean()))
+        out.loc[mj, mj] = "•"
+        for mi in methods[:j]:
+            pair = wide[[mi, mj]].dropna()
+            if len(pair) < 2:
+                out.loc[mi, mj] = "n<2"
+                continue
+            diff = pair[mj].to_numpy() - pair[mi].to_numpy()
+            if np.allclose(diff, 0):
+                out.loc[mi, mj] = "equal"
+                continue
+            p = stats.ttest_rel(pair[mj], pair[mi]).pvalue
+            out.loc[mi, mj] = "<0.01" if p < 0.01 else f"{p:.2f}"
+    out.index.name = ""
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# figures (matplotlib's object API: no pyplot state, works without a display)
+# --------------------------------------------------------------------------------------
+def _figure(n_panels: int, width: float = 4.2, height: float = 3.4, ncols: int = 3):
+    from matplotlib.figure import Figure
+
+    ncols = min(ncols, n_panels)
+    nrows = int(np.ceil(n_panels / ncols))
+    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False).ravel())
+    for ax in axes[n_panels:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
+def _arrays(out: Path, cell: Cell) -> dict[str, np.ndarray] | None:
+    path = cell.path(out).with_suffix(".npz")
+    if not path.is_file():
+        return None
+    with np.load(path) as f:
+        return dict(f)
+
+
+def _plot_predictive(out: Path, data: DataSpec, methods, table, fig_path: Path) -> bool:
+    panels = [(m, a) for m in methods if (a := _arrays(out, Cell(data, 0, m, _seed(out))))
+              is not None and "grid_mean" in a]
+    if not panels:
+        return False
+    fig, axes = _figure(len(panels))
+    for ax, (m, a) in zip(axes, panels):
+        g = a["grid"][:, 0]
+        if "grid_lo" in a:
+            ax.fill_between(g, a["grid_lo"], a["grid_hi"], color="C0", alpha=0.2,
+                            label="95% predictive")
+        if "grid_truth" in a:
+            ax.plot(g, a["grid_truth"], "k--", lw=1, label="truth")
+        ax.plot(g, a["grid_mean"], "C0", label="predictive mean")
+        ax.plot(a["X_train"][:, 0], a["y_train"], ".", color="0.5", ms=3, label="data")
+        r = a["relevant"].astype(int)
+        ax.plot(a["X_train"][r, 0], a["y_train"][r], "o", mfc="none", mec="C3", ms=8,
+                label="relevant / support vectors")
+        row = table[(table["method"] == m.label) & (table["split"] == 0)]
+        rmse = float(row["rmse"].iloc[0]) if len(row) else np.nan
+        ax.set_title(f"{m.label}\n{r.size} vectors, test RMSE {_fmt(rmse)}", fontsize=9)
+        ax.set_xlabel("x")
+    axes[0].legend(fontsize=7, loc="best")
+    fig.suptitle(f"{data.label}: split 0", fontsize=10)
+    fig.savefig(fig_path, dpi=100)
+    return True
+
+
+def _plot_boundary(out: Path, data: DataSpec, methods, table, fig_path: Path) -> bool:
+    panels = [(m, a) for m in methods if (a := _arrays(out, Cell(data, 0, m, _seed(out))))
+              is not None and "grid" in a and a["grid"].shape[1] == 2]
+    if not panels:
+        return False
+    fig, axes = _figure(len(panels))
+    for ax, (m, a) in zip(axes, panels):
+        n = int(round(np.sqrt(a["grid"].shape[0])))
+        G0, G1 = (a["grid"][:, k].reshape(n, n) for k in (0, 1))
+        if "grid_proba" in a:
+            P = a["grid_proba"].reshape(n, n)
+            ax.contourf(G0, G1, P, levels=np.linspace(0, 1, 11), cmap="RdBu_r", alpha=0.35)
+            ax.contour(G0, G1, P, levels=[0.25, 0.75], colors="0.4", linewidths=0.6,
+                       linestyles="--")
+            ax.contour(G0, G1, P, levels=[0.5], colors="k", linewidths=1.5)
+        elif "grid_score" in a:
+            ax.contour(G0, G1, a["grid_score"].reshape(n, n), levels=[0.0], colors="k",
+                       linewidths=1.5)
+        X, y = a["X_train"], a["y_train"]
+        for k, (c, mk) in enumerate((("C0", "o"), ("C3", "s"))):
+            sel = y == np.unique(y)[min(k, np.unique(y).size - 1)]
+            ax.plot(X[sel, 0], X[sel, 1], mk, color=c, ms=3, alpha=0.7)
+        r = a["relevant"].astype(int)
+        ax.plot(X[r, 0], X[r, 1], "o", mfc="none", mec="k", ms=10, mew=1.2)
+        row = table[(table["method"] == m.label) & (table["split"] == 0)]
+        err = float(row["error_rate"].iloc[0]) * 100 if len(row) else np.nan
+        ax.set_title(f"{m.label}\n{r.size} vectors circled, test error {_fmt(err, 1)}%",
+                     fontsize=9)
+        ax.set_xlabel("$x_1$")
+        ax.set_ylabel("$x_2$")
+    fig.suptitle(f"{data.label}: split 0 (p = 0.5 boundary solid, 0.25/0.75 dashed)",
+                 fontsize=10)
+    fig.savefig(fig_path, dpi=100)
+    return True
+
+
+def _plot_sparsity(table: pd.DataFrame, fig_path: Path) -> bool:
+    ok = table[(table["status"] == "ok") & table["n_relevant"].notna()]
+    datasets = list(dict.fromkeys(ok["dataset"]))
+    if not datasets:
+        return False
+    fig, axes = _figure(len(datasets), width=4.6)
+    for ax, d in zip(axes, datasets):
+        sub = ok[ok["dataset"] == d]
+        task = sub["task"].iloc[0]
+        col, name, scale = ("rmse", "test RMSE", 1.0) if task == REGRESSION else \
+            ("error_rate", "test error %", 100.0)
+        for i, (m, grp) in enumerate(sub.groupby("method", sort=False)):
+            ax.plot(grp["n_relevant"], grp[col] * scale, "os^vDP*X"[i % 8], color=f"C{i}",
+                    label=m, alpha=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("relevance / support vectors")
+        ax.set_ylabel(name)
+        ax.set_title(d, fontsize=9)
+        ax.legend(fontsize=7)
+    fig.savefig(fig_path, dpi=100)
+    return True
+
+
+def _plot_posteriors(out: Path, data: DataSpec, methods, fig_path: Path) -> str | None:
+    """Posterior comparison of the RVM fits of split 0 (inference.plots, issue 4)."""
+    try:
+        from . import plots
+    except ImportError:
+        return None
+    func = getattr(plots, "plot_posterior_comparison", None)
+    if func is None:
+        return None
+    import xarray as xr
+
+    posts = {}
+    for m in methods:
+        path = Cell(data, 0, m, _seed(out)).path(out).with_suffix(".nc")
+        if m.family in ("rvm", "rvm*") and path.is_file():
+            posts[m.label] = xr.open_datatree(path, engine="h5netcdf").load()
+    if len(posts) < 2:
+        return None
+    try:
+        fig = func(posts)
+        fig = getattr(fig, "figure", fig)
+        fig.savefig(fig_path, dpi=100)
+    except Exception as exc:  # a figure must not stop the report
+        return f"posterior comparison failed: {type(exc).__name__}: {exc}"
+    return ""
+
+
+def _seed(out: Path) -> int:
+    return int(json.loads((out / MANIFEST).read_text())["seed"])
+
+
+# --------------------------------------------------------------------------------------
+def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> Path:
+    """Write ``report.md`` and ``figures/*.png`` for the study in ``out``; return the path
+    of the report. Every Markdown link is relative to ``out``."""
+    out = Path(out)
+    manifest = json.loads((out / MANIFEST).read_text()) if (out / MANIFEST).is_file() \
+        else None
+    if manifest is None:
+        raise FileNotFoundError(f"{out} holds no study ({MANIFEST} not found); run "
+                                f"'sparsebayes study --out {out}' first")
+    if table is None:
+        table = load_table(out)
+    table.to_csv(out / TABLE, index=False)
+    data = [DataSpec.parse(d) for d in manifest["data"]]
+    methods = [MethodSpec.parse(m) for m in manifest["methods"]]
+    figdir = out / "figures"
+    figdir.mkdir(exist_ok=True)
+    for old in figdir.glob("*.png"):
+        old.unlink()
+    skipped = json.loads((out / "skipped.json").read_text()) \
+        if (out / "skipped.json").is_file() else []
+
+    lines = [
+        "# Method comparison study",
+        "",
+        f"Written {datetime.datetime.now():%Y-%m-%d %H:%M} by `sparsebayes report`. "
+        f"Data sets: {', '.join(f'`{d}`' for d in manifest['data'])}; methods: "
+        f"{', '.join(f'`{m}`' for m in manifest['methods'])}; up to {manifest['splits']} "
+        f"splits; seed {manifest['seed']}. Every row of the study is in "
+        f"[{TABLE}]({TABLE}).",
+        "",
+        "Tables show mean ± sd over the splits a method finished. Real data sets are "
+        "standardised on each training split (regression targets too), so regression losses "
+        "are in units of the training sd. NLPD is the mean negative log predictive density, "
+        "coverage the fraction of test targets inside the 95% predictive interval. "
+        "`svm` gives no predictive distribution (no NLPD or log loss); its vectors are "
+        "support vectors.",
+        "",
+    ]
+    n_failed = int((table["status"] != "ok").sum()) if len(table) else 0
+    lines += [f"Cells finished: {len(table)} ({n_failed} failed).", ""]
+    if len(table):
+        fig = figdir / "sparsity_vs_error.png"
+        if _plot_sparsity(table, fig):
+            lines += ["![sparsity vs error](figures/sparsity_vs_error.png)", ""]
+    for d in data:
+        sub = table[table["dataset"] == d.label] if len(table) else table
+        lines += [f"## `{d.label}`", "", f"{d.info.description}. Task: {d.info.task}.", ""]
+        if not len(sub):
+            lines += ["", "No finished cells.", ""]
+            continue
+        first = sub.iloc[0]
+        lines += [f"Training size {first['n_train']}, test size {first['n_test']}, "
+                  f"{first['n_features']} inputs.", "", _markdown(summary_table(table, d.label)),
+                  ""]
+        for col, name, _ in LOSSES[d.info.task]:
+            if col not in sub or sub[col].isna().all():
+                continue
+            pt = paired_tests(table, d.label, col)
+            if pt.shape[1] < 2:
+                continue
+            lines += [f"Paired t-tests, {name}: two-sided p-values over the common splits "
+                      "(R&QC 2005 Table 1 layout; first row the mean loss).", "",
+                      _markdown(pt.reset_index().rename(columns={"index": ""})), ""]
+        stem = d.label.replace(":", "_").replace("=", "")
+        name = f"{stem}_predictive.png" if d.info.task == REGRESSION else \
+            f"{stem}_boundary.png"
+        plot = _plot_predictive if d.info.task == REGRESSION else _plot_boundary
+        if plot(out, d, methods, table, figdir / name):
+            what = "Predictive mean and 95% band, relevance vectors circled" \
+                if d.info.task == REGRESSION else \
+                "Decision boundary, relevance (or support) vectors circled"
+            lines += [f"![{what}](figures/{name})", ""]
+        post_name = f"{stem}_posteriors.png"
+        note = _plot_posteriors(out, d, methods, figdir / post_name)
+        if note == "":
+            lines += [f"![posterior comparison](figures/{post_name})", ""]
+        elif note:
+            lines += [f"({note})", ""]
+    failed = table[table["status"] != "ok"] if len(table) else table
+    if len(failed):
+        lines += ["## Failed cells", "", _markdown(pd.DataFrame({
+            "data set": failed["dataset"], "split": failed["split"],
+            "method": failed["method"], "error": failed["error"].str.slice(0, 300)})), ""]
+    if len(table) and "n_warnings" in table and table["n_warnings"].fillna(0).sum() > 0:
+        warn = table[table["n_warnings"].fillna(0) > 0]
+        lines += ["## Warnings", "", _markdown(pd.DataFrame({
+            "data set": warn["dataset"], "split": warn["split"], "method": warn["method"],
+            "warnings": warn["warnings"].str.slice(0, 300)})), ""]
+    if skipped:
+        lines += ["## Not run", "", _markdown(pd.DataFrame(skipped)), ""]
+    path = out / "report.md"
+    path.write_text("\n".join(lines))
+    return path
