@@ -858,7 +858,7 @@ def _execute(todo: list[Cell], n_jobs: int, client,
 
         futures = {client.submit(run_cell, c, pure=False): c for c in todo}
         try:
-            for fut in as_completed(futures):
+            for fut in as_completed(futures, loop=client.loop):
                 cell = futures[fut]
                 try:
                     rec = fut.result()

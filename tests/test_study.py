@@ -1,0 +1,272 @@
+"""The comparison-study runner, its command line and its report.
+
+References: every metric in the study table is recomputed here from a direct
+``fit``/``predict`` (or a direct scikit-learn ``GridSearchCV``) on the same split with
+scikit-learn's metrics / SciPy; paired-test p-values against ``scipy.stats.ttest_rel``;
+executors against each other (in-process, processes, a Dask ``LocalCluster``)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from sklearn.metrics import mean_absolute_error, mean_squared_error
+
+from sparsebayes.inference import fit, predict
+from sparsebayes.inference import study as st
+from sparsebayes.inference.cli import main
+from sparsebayes.inference.report import paired_tests, write_report
+from sparsebayes.models import GaussianKernel, RVMRegression
+
+DATA = "diabetes:n_train=60"
+METHODS = "rvm/evidence,svm"
+TIMING = list(st.TIMING_COLUMNS)
+
+
+def _compare(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    pd.testing.assert_frame_equal(a.drop(columns=TIMING).reset_index(drop=True),
+                                  b.drop(columns=TIMING).reset_index(drop=True))
+
+
+@pytest.fixture(scope="module")
+def tiny_table() -> pd.DataFrame:
+    return st.run_study(DATA, METHODS, splits=2, progress=False)
+
+
+# ---------------------------------------------------------------------------- specs
+def test_unknown_names_list_the_valid_ones():
+    with pytest.raises(ValueError, match=r"unknown data set 'nope'.*diabetes"):
+        st.parse_data("diabetes,nope")
+    with pytest.raises(ValueError, match=r"unknown method family 'lasso'.*'rvm'"):
+        st.parse_methods("lasso/evidence")
+    with pytest.raises(ValueError, match=r"'rvm/frobnicate' cannot run.*rvm/evidence"):
+        st.run_study(DATA, "rvm/evidence,rvm/frobnicate", 1, progress=False)
+    with pytest.raises(ValueError, match="bad option"):
+        st.parse_methods("rvm/evidence:draws")
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['n'\] for data set"):
+        st.parse_data("diabetes:n=3")
+    with pytest.raises(ValueError, match="given twice"):
+        st.parse_methods("svm,svm")
+    with pytest.raises(ValueError, match="needs a fit method"):
+        st.parse_methods("rvm")
+
+
+def test_spec_labels_round_trip():
+    m = st.MethodSpec.parse("rvm/nuts:draws=300:chains=2:learn_width=true")
+    assert m.label == "rvm/nuts:chains=2:draws=300:learn_width=True"
+    assert st.MethodSpec.parse(m.label) == m
+    d = st.DataSpec.parse("diabetes:test_fraction=0.25")
+    assert st.DataSpec.parse(d.label) == d and d.width == st.DATASETS["diabetes"].width
+
+
+# ---------------------------------------------------------------------------- splits
+def test_splits_are_seeded_and_standardised():
+    a = st.load_split(DATA, 1, seed=3)
+    b = st.load_split(DATA, 1, seed=3)
+    c = st.load_split(DATA, 2, seed=3)
+    np.testing.assert_array_equal(a.X_train, b.X_train)
+    assert not np.array_equal(a.X_train, c.X_train)
+    assert a.X_train.shape == (60, 10)
+    np.testing.assert_allclose(a.X_train.mean(0), 0, atol=1e-12)
+    np.testing.assert_allclose(a.X_train.std(0), 1, atol=1e-12)
+    np.testing.assert_allclose([a.y_train.mean(), a.y_train.std()], [0, 1], atol=1e-12)
+
+
+def test_folds_partition_the_data():
+    from sklearn.datasets import load_diabetes
+
+    X, _ = load_diabetes(return_X_y=True)
+    sizes = []
+    rows = []
+    for k in range(5):
+        s = st.load_split("diabetes:folds=5", k, seed=0)
+        sizes.append((s.X_train.shape[0], s.X_test.shape[0]))
+        rows.append(s.X_test)
+    assert all(tr + te == X.shape[0] for tr, te in sizes)
+    assert sum(te for _, te in sizes) == X.shape[0]  # test folds are disjoint and cover
+    with pytest.raises(ValueError, match="split 5 does not exist"):
+        st.load_split("diabetes:folds=5", 5)
+
+
+# ---------------------------------------------------------------------------- metrics
+def test_table_matches_direct_fits(tiny_table):
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.svm import SVR
+
+    t = tiny_table
+    assert list(t["method"].unique()) == ["rvm/evidence", "svm"]
+    assert (t["status"] == "ok").all() and len(t) == 4
+    width = st.DATASETS["diabetes"].width
+    for split in (0, 1):
+        s = st.load_split(DATA, split, seed=0)
+        row = t[(t["split"] == split) & (t["method"] == "rvm/evidence")].iloc[0]
+        cell = st.Cell(st.DataSpec.parse(DATA), split, st.MethodSpec.parse("rvm/evidence"))
+        post = fit(RVMRegression(s.X_train, s.y_train, kernel=GaussianKernel(width)),
+                   "evidence", seed=cell.fit_seed)
+        pred = predict(post, s.X_test)
+        assert row["n_relevant"] == post.attrs["n_relevant"]
+        assert row["mse"] == pytest.approx(mean_squared_error(s.y_test, pred.mean), rel=1e-9)
+        assert row["mae"] == pytest.approx(mean_absolute_error(s.y_test, pred.mean), rel=1e-9)
+        nlpd = -np.mean(stats.norm.logpdf(s.y_test, pred.mean, np.sqrt(pred.var)))
+        assert row["nlpd"] == pytest.approx(nlpd, rel=1e-9)
+        lo, hi = stats.norm.interval(0.95, pred.mean, np.sqrt(pred.var))
+        assert row["coverage95"] == pytest.approx(np.mean((s.y_test > lo) & (s.y_test < hi)))
+
+        svm = t[(t["split"] == split) & (t["method"] == "svm")].iloc[0]
+        grid = {"C": np.logspace(-1, 3, 5), "epsilon": np.std(s.y_train) * np.array(
+            [0.01, 0.1, 0.3])}
+        ref = GridSearchCV(SVR(gamma=1 / width**2), grid, cv=5).fit(s.X_train, s.y_train)
+        assert svm["n_relevant"] == ref.best_estimator_.support_.size
+        assert svm["mse"] == pytest.approx(
+            mean_squared_error(s.y_test, ref.predict(s.X_test)), rel=1e-9)
+        assert np.isnan(svm["nlpd"])
+
+
+def test_paired_tests_match_scipy(tiny_table):
+    pt = paired_tests(tiny_table, DATA, "mse")
+    a = tiny_table[tiny_table["method"] == "rvm/evidence"].sort_values("split")["mse"]
+    b = tiny_table[tiny_table["method"] == "svm"].sort_values("split")["mse"]
+    p = stats.ttest_rel(b.to_numpy(), a.to_numpy()).pvalue
+    expected = "<0.01" if p < 0.01 else f"{p:.2f}"
+    assert pt.loc["rvm/evidence", "svm"] == expected
+    assert pt.loc["mean loss", "svm"] == f"{b.mean():.3f}"
+
+
+def test_failing_cell_records_its_error():
+    t = st.run_study(DATA, "rvm/evidence:max_iter=0,svm", 1, progress=False)
+    bad = t[t["method"] == "rvm/evidence:max_iter=0"].iloc[0]
+    assert bad["status"] == "failed" and "max_iter must be a positive integer" in bad["error"]
+    assert t[t["method"] == "svm"]["status"].eq("ok").all()
+
+
+def test_method_not_applicable_to_a_task_is_skipped(monkeypatch):
+    # rvm* has no classification form: with a regression and a classification data set the
+    # study runs it on the first and lists the pair as skipped, instead of failing
+    from sparsebayes.inference import api
+
+    monkeypatch.setitem(api.PREDICT_KINDS["regression"], "rvm*",
+                        api.PREDICT_KINDS["regression"].get("rvm*", "predictive:predict_rvm"))
+    cfg = st._config(f"{DATA},breast_cancer_wisconsin", "svm,rvm*/evidence", 2, 0)
+    cells, skipped = cfg.cells()
+    assert sorted((c.data.name, c.method.label) for c in cells if c.split == 0) == [
+        ("breast_cancer_wisconsin", "svm"), ("diabetes", "rvm*/evidence"), ("diabetes", "svm")]
+    assert skipped == [{"dataset": "breast_cancer_wisconsin", "method": "rvm*/evidence",
+                        "reason": "rvm* does not do classification"}]
+
+
+# ---------------------------------------------------------------------------- storage
+def test_output_folder_of_another_study_is_refused(tmp_path, capsys):
+    out = tmp_path / "res"
+    st.run_study(DATA, "svm", 1, out, progress=False)
+    with pytest.raises(st.StudyExistsError, match="already holds a study"):
+        st.run_study(DATA, "rvm/evidence", 1, out, progress=False)
+    assert main(["study", "--data", DATA, "--methods", "svm", "--splits", "1", "--out",
+                 str(out), "--no-progress", "--no-report"]) == 2
+    assert "--resume" in capsys.readouterr().err
+    # with resume, only the new cells are computed and the old file is untouched
+    cell = st.Cell(st.DataSpec.parse(DATA), 0, st.MethodSpec.parse("svm"))
+    before = cell.path(out).stat().st_mtime_ns
+    t = st.run_study(DATA, "svm,rvm/evidence", 1, out, progress=False, resume=True)
+    assert len(t) == 2 and cell.path(out).stat().st_mtime_ns == before
+
+
+def test_resume_after_kill_computes_only_missing_cells(tmp_path):
+    """Kill a running `sparsebayes study` half-way; re-running with --resume leaves the
+    finished cells' files untouched and computes the rest; the table equals a clean run."""
+    out = tmp_path / "res"
+    args = ["--data", "diabetes:n_train=80", "--methods", "rvm/evidence,svm,"
+            "rvm/evidence-mackay", "--splits", "6", "--out", str(out), "--no-progress",
+            "--no-report"]
+    cmd = [sys.executable, "-m", "sparsebayes.inference.cli", "study", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(out.glob("cells/*/*/*.json"))) < 3:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = {p: p.stat().st_mtime_ns for p in out.glob("cells/*/*/*.json")}
+    assert 3 <= len(done) < 18, "the study should have been stopped half-way"
+    assert main(["study", *args, "--resume"]) == 0
+    after = list(out.glob("cells/*/*/*.json"))
+    assert len(after) == 18
+    assert all(p.stat().st_mtime_ns == m for p, m in done.items())
+    clean = st.run_study("diabetes:n_train=80", "rvm/evidence,svm,rvm/evidence-mackay", 6,
+                         progress=False)
+    _compare(st.load_table(out), clean)
+
+
+def test_local_processes_equal_in_process(tiny_table):
+    _compare(st.run_study(DATA, METHODS, 2, n_jobs=2, progress=False), tiny_table)
+
+
+# ---------------------------------------------------------------------------- dask
+def test_unreachable_scheduler_fails_fast(tmp_path):
+    start = time.perf_counter()
+    with pytest.raises(ConnectionError, match="could not reach the Dask scheduler"):
+        st.run_study(DATA, "svm", 1, tmp_path / "x", scheduler="tcp://127.0.0.1:9",
+                     timeout=2, progress=False)
+    assert time.perf_counter() - start < 15
+    assert not (tmp_path / "x").exists()  # nothing written
+    with pytest.raises(ValueError, match="scheduler must be an address"):
+        st.run_study(DATA, "svm", 1, scheduler="localhost", progress=False)
+
+
+@pytest.mark.slow
+def test_dask_local_cluster_equals_local_run(tiny_table, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None) as cluster:
+        table = st.run_study(DATA, METHODS, 2, tmp_path / "d", scheduler=cluster.scheduler_address,
+                             progress=False)
+        with distributed.Client(cluster) as client:  # a Client object works too
+            table2 = st.run_study(DATA, METHODS, 2, scheduler=client, progress=False)
+    _compare(table, tiny_table)
+    _compare(table2, tiny_table)
+
+
+# ---------------------------------------------------------------------------- report
+def _links(md: str) -> list[str]:
+    return re.findall(r"\]\(([^)\s]+)\)", md)
+
+
+def test_report_links_resolve(tmp_path):
+    out = tmp_path / "rep"
+    st.run_study(DATA, METHODS, 2, out, progress=False)
+    path = write_report(out)
+    md = path.read_text()
+    links = _links(md)
+    assert any(x.endswith(".png") for x in links) and "results.csv" in links
+    for link in links:
+        assert (path.parent / link).is_file(), link
+    # summary numbers come from the table
+    t = pd.read_csv(out / "results.csv")
+    rmse = t[t["method"] == "svm"]["rmse"]
+    assert f"{rmse.mean():.3f} ± {rmse.std(ddof=1):.3f}" in md
+
+
+def test_cli_report_and_datasets(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    assert "holds no study" in capsys.readouterr().err
+    assert main(["datasets"]) == 0
+    text = capsys.readouterr().out
+    for name in st.DATASETS:
+        assert name in text
+    assert main(["study", "--data", "nope", "--out", str(tmp_path / "a")]) == 2
+    assert "diabetes" in capsys.readouterr().err
+
+
+def test_missing_data_file_names_file_and_folder(tmp_path, monkeypatch):
+    files = [i for i in st.DATASETS.values() if i.files]
+    if not files:
+        pytest.skip("no file-based data set registered")
+    info = files[0]
+    with pytest.raises(FileNotFoundError, match=re.escape(info.files[0])) as err:
+        st.run_study(info.name, "svm", 1, data_dir=tmp_path, progress=False)
+    assert str(tmp_path) in str(err.value)
