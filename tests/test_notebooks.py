@@ -1,0 +1,30 @@
+"""Every notebook in ``notebooks/`` (jupytext percent scripts) executes end to end at
+small size (``SPARSEBAYES_SMALL=1``) through jupytext + nbclient, as a user would run it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9]*.py"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs(path, tmp_path, monkeypatch):
+    jupytext = pytest.importorskip("jupytext")
+    nbclient = pytest.importorskip("nbclient")
+    monkeypatch.setenv("SPARSEBAYES_SMALL", "1")
+    monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel shows figures inline
+    nb = jupytext.read(path)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()  # raises CellExecutionError with the failing cell's traceback
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors
+    images = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if "image/png" in o.get("data", {})]
+    assert images, "a notebook that shows no figure"
