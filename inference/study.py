@@ -199,13 +199,13 @@ def _register(info: DataInfo) -> None:
 _register(DataInfo(
     "diabetes", REGRESSION, "scikit-learn",
     "scikit-learn's bundled diabetes data (442 x 10); random 80/20 splits, standardised",
-    width=3.0, loader=_load_diabetes,
+    width=5.0, loader=_load_diabetes,
     options={"test_fraction": 0.2, "n_train": None, "folds": None}))
 _register(DataInfo(
     "breast_cancer_wisconsin", CLASSIFICATION, "scikit-learn",
     "scikit-learn's bundled Wisconsin diagnostic breast-cancer data (569 x 30); random "
     "80/20 splits, standardised (not the IDA 'breast_cancer' set)",
-    width=5.0, loader=_load_wdbc,
+    width=8.0, loader=_load_wdbc,
     options={"test_fraction": 0.2, "n_train": None, "folds": None}))
 
 
@@ -530,9 +530,9 @@ def _fit_svm(method: MethodSpec, task: str, split: Split, width: float, seed: in
     opts = dict(method.options)
     gamma = 1.0 / width**2  # Tipping's exp(-|x-c|^2 / r^2) is sklearn's gamma = 1 / r^2
     if task == REGRESSION:
+        sd = np.std(split.y_train)  # C and epsilon scale with the targets
         est, grid = SVR(kernel="rbf", gamma=gamma), {
-            "C": np.logspace(-1, 3, 5), "epsilon": np.std(split.y_train) * np.array(
-                [0.01, 0.1, 0.3])}
+            "C": sd * np.logspace(-1, 2, 4), "epsilon": sd * np.array([0.01, 0.1, 0.3])}
     else:
         est, grid = SVC(kernel="rbf", gamma=gamma), {"C": np.logspace(-1, 3, 5)}
     if "C" in opts:
