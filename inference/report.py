@@ -236,9 +236,9 @@ def _plot_posteriors(out: Path, data: DataSpec, methods, fig_path: Path) -> str 
 
     posts = {}
     for m in methods:
-        path = Cell(data, 0, m, _seed(out)).path(out).with_suffix(".nc")
-        if m.family in ("rvm", "rvm*") and path.is_file():
-            posts[m.label] = xr.open_datatree(path, engine="h5netcdf").load()
+        path = Cell(data, 0, m, _seed(out)).path(out).with_suffix(".zarr")
+        if m.family in ("rvm", "rvm*") and path.is_dir():
+            posts[m.label] = xr.open_datatree(path, engine="zarr", consolidated=False).load()
     if len(posts) < 2:
         return None
     try:

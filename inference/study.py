@@ -5,8 +5,8 @@ score. Cells are independent and seeded from (study seed, data set, split, metho
 the table is the same whichever executor runs them: this process (``n_jobs=1``), a pool of
 local processes (``n_jobs > 1``) or a Dask cluster (``scheduler="tcp://host:port"`` or a
 ``distributed.Client``). With an output folder every finished cell is written at once
-(``cells/<data>/<method>/splitNN.json``, plus the figure inputs and, for the first split,
-the posterior as netCDF), so an interrupted study resumes where it stopped; a cell that
+(``cells/<data>/<method>/splitNNN.json``, plus the figure inputs and, for the first split,
+the posterior as a zarr store), so an interrupted study resumes where it stopped; a cell that
 raises records its error instead of stopping the study.
 
 Method specs are ``family/method[:key=value...]``: the family says which model and
@@ -691,13 +691,19 @@ def _save_cell(out: Path, cell: Cell, record: dict[str, Any]) -> dict[str, Any]:
         np.savez_compressed(tmp, **arrays)
         os.replace(tmp, path.with_suffix(".npz"))
         record["arrays_file"] = path.with_suffix(".npz").name
-    if post is not None:
+    if post is not None:  # zarr (a nutpie dependency, so always there) keeps the DataTree
+        import shutil
+
+        final = path.with_suffix(".zarr")
+        tmp = path.with_name(f".{path.stem}.{os.getpid()}.zarr")
         try:
-            tmp = path.with_name(f".{path.stem}.{os.getpid()}.nc")
-            post.to_netcdf(tmp, engine="h5netcdf")
-            os.replace(tmp, path.with_suffix(".nc"))
-            record["posterior_file"] = path.with_suffix(".nc").name
+            shutil.rmtree(tmp, ignore_errors=True)
+            post.to_zarr(tmp, consolidated=False)
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(tmp, final)
+            record["posterior_file"] = final.name
         except Exception as exc:  # the metrics still count; say why the file is missing
+            shutil.rmtree(tmp, ignore_errors=True)
             record["posterior_file"] = ""
             record["posterior_error"] = f"{type(exc).__name__}: {exc}"
     _atomic_write(path, json.dumps(record, indent=1, default=_json_default))
@@ -932,7 +938,7 @@ def run_study(
         split, method and seed, and compute the rest.
     retry_failed : with ``resume``, recompute the cells that failed before.
     figure_splits : for the first ``figure_splits`` splits, keep the plot inputs and the
-        posterior (netCDF) for the report.
+        posterior (zarr) for the report.
     blas_threads : BLAS threads per cell (1 keeps the numbers identical across executors).
     """
     config = _config(data, methods, splits, seed)

@@ -245,6 +245,18 @@ def test_report_links_resolve(tmp_path):
     assert any(x.endswith(".png") for x in links) and "results.csv" in links
     for link in links:
         assert (path.parent / link).is_file(), link
+    # the first split's posterior is stored and equals a direct fit on that split
+    import xarray as xr
+
+    cell = st.Cell(st.DataSpec.parse(DATA), 0, st.MethodSpec.parse("rvm/evidence"))
+    stored = xr.open_datatree(cell.path(out).with_suffix(".zarr"), engine="zarr",
+                              consolidated=False).load()
+    s = st.load_split(DATA, 0)
+    direct = fit(RVMRegression(s.X_train, s.y_train, kernel=GaussianKernel(
+        st.DATASETS["diabetes"].width)), "evidence", seed=cell.fit_seed)
+    np.testing.assert_array_equal(stored["gaussian_posterior"]["mu"].values,
+                                  direct["gaussian_posterior"]["mu"].values)
+    assert not cell.path(out).with_name("split001.zarr").exists()
     # summary numbers come from the table
     t = pd.read_csv(out / "results.csv")
     rmse = t[t["method"] == "svm"]["rmse"]
