@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -294,7 +295,12 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
         "",
     ]
     n_failed = int((table["status"] != "ok").sum()) if len(table) else 0
-    lines += [f"Cells finished: {len(table)} ({n_failed} failed).", ""]
+    command = shlex.join(["sparsebayes", "study", "--data", ",".join(manifest["data"]),
+                          "--methods", ",".join(manifest["methods"]), "--splits",
+                          str(manifest["splits"]), "--seed", str(manifest["seed"]), "--out",
+                          str(out), "--resume"])
+    lines += [f"Cells finished: {len(table)} ({n_failed} failed). To reproduce or complete "
+              "the study (finished cells are reused):", "", "```bash", command, "```", ""]
     if len(table):
         fig = figdir / "sparsity_vs_error.png"
         if _plot_sparsity(table, fig):
