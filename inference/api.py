@@ -23,14 +23,21 @@ FIT_METHODS: dict[str, dict[str, str]] = {
         "evidence": "evidence:fit_fast",
         "evidence-mackay": "evidence:fit_mackay",
     },
-    "classification": {},
+    "classification": {
+        "evidence": "laplace:fit_fast",
+        "evidence-mackay": "laplace:fit_mackay",
+    },
     "gp": {},
 }
 
 # problem kind -> predictive kind -> "module:function"; fn(post, X_new, **options)
 PREDICT_KINDS: dict[str, dict[str, str]] = {
     "regression": {"rvm": "predictive:predict_rvm"},
-    "classification": {},
+    "classification": {
+        "moderated": "class_predictive:predict_moderated",
+        "plugin": "class_predictive:predict_plugin",
+        "samples": "class_predictive:predict_samples",
+    },
     "gp": {},
 }
 

@@ -1,0 +1,762 @@
+"""Type-II ML (evidence) for RVM classification through the Laplace approximation.
+
+Tipping (2001) §3 eqs. (23)-(28), PRML §7.2.3, Tipping & Faul (2003) §2.2:
+
+* the posterior mode of the weights by Newton / IRLS with step halving (eq. 24), the
+  Hessian ``H = Phi^T B Phi + A`` and ``Sigma = H^-1`` (eqs. 25-26);
+* the Laplace log evidence (PRML 7.114)
+  ``ln p(t|alpha) ~ ln p(t|w*) + 1/2 sum ln alpha - 1/2 w*^T A w* - 1/2 ln|H|``;
+* ``method="evidence"``: Tipping & Faul's sequential add / delete / re-estimate algorithm
+  (the core :class:`~sparsebayes.inference.evidence.SequentialSparseBayes`) run on the
+  linearised targets ``t_hat = Phi w* + B^-1 (t - y)`` (T&F eq. 14; PRML 7.117 — Tipping's
+  eq. 27 as printed uses ``t``) with per-point precisions ``B``, the mode re-found after
+  every action, as SparseBayes does;
+* ``method="evidence-mackay"``: MacKay re-estimation ``alpha = gamma / w*^2`` (eq. 16) with
+  pruning at ``alpha > 1e12`` (App. B.1);
+* multiclass: the softmax likelihood of eq. (28), one weight vector per class and ONE joint
+  Laplace approximation over all of them (block Hessian ``B_n = diag(y_n) - y_n y_n^T``),
+  with per-class (default) or shared ``alpha``.
+
+Parameters are held as *pairs* (basis column, class): a binary (Bernoulli) model has one
+output (class 0 of the pair is the logit of ``classes[1]``); a softmax model has one logit
+per class. For the fast algorithm the softmax surrogate ``t_hat, B`` (B is a K x K block of
+rank K-1 per point) is whitened to ``N (K-1)`` rows with unit precision, so the core runs
+unchanged on the ``M K`` candidate pairs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import xarray as xr
+from scipy import linalg, optimize
+from scipy.special import expit, log_expit, logsumexp, softmax
+
+from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning
+from sparsebayes.models.kernels import GaussianKernel, _sq_distances
+
+from .evidence import SequentialSparseBayes, _cholesky, basis_objective
+from .results import draw_gaussian, make_datatree
+
+__all__ = [
+    "Laplace",
+    "laplace_posterior",
+    "laplace_width_gradient",
+    "fit_fast",
+    "fit_mackay",
+]
+
+PRUNE_ALPHA = 1e12  # MacKay pruning threshold for classification (Tipping App. B.1)
+ALPHA_MIN = 1e-6  # floor on alpha (unit-norm columns): bounds w on separable data
+B_FLOOR = 1e-300  # B underflows to 0 only for |logit| > 745
+
+
+# --------------------------------------------------------------------------------------------
+# Likelihoods: per-point log probability and its first three derivatives in the logits F
+# --------------------------------------------------------------------------------------------
+
+
+class _Bernoulli:
+    """Eq. (23): ``P(t=1) = sigma(f)``; one logit per point (``F`` is (N, 1))."""
+
+    n_out = 1
+
+    def __init__(self, t: np.ndarray) -> None:
+        self.t = np.asarray(t, dtype=float)
+        self.sign = 2 * self.t - 1
+
+    def loglik(self, F: np.ndarray) -> np.ndarray:
+        return log_expit(self.sign * F[:, 0])
+
+    def grad(self, F: np.ndarray) -> np.ndarray:
+        """``t - y`` (N, 1)."""
+        return (self.t - expit(F[:, 0]))[:, None]
+
+    def hess(self, F: np.ndarray) -> np.ndarray:
+        """``B_n = y_n (1 - y_n)`` as (N, 1, 1) (eq. 25)."""
+        f = F[:, 0]
+        return (expit(f) * expit(-f))[:, None, None]
+
+    def third(self, F: np.ndarray, P: np.ndarray) -> np.ndarray:
+        """``c_n = 1/2 P_n dB_n/df_n`` with ``dB/df = B (1 - 2y)`` (for the width gradient)."""
+        f = F[:, 0]
+        y = expit(f)
+        return (0.5 * P[:, 0, 0] * y * expit(-f) * (1 - 2 * y))[:, None]
+
+
+class _Softmax:
+    """Eq. (28): ``P(t=k) = softmax(f)_k``; one logit per class (``F`` is (N, K))."""
+
+    def __init__(self, t: np.ndarray, n_classes: int) -> None:
+        self.n_out = n_classes
+        self.codes = np.asarray(t, dtype=int)
+        self.T = np.eye(n_classes)[self.codes]
+
+    def loglik(self, F: np.ndarray) -> np.ndarray:
+        return F[np.arange(F.shape[0]), self.codes] - logsumexp(F, axis=1)
+
+    def grad(self, F: np.ndarray) -> np.ndarray:
+        return self.T - softmax(F, axis=1)
+
+    def hess(self, F: np.ndarray) -> np.ndarray:
+        """``B_n = diag(y_n) - y_n y_n^T`` (N, K, K): singular, rows sum to 0."""
+        Y = softmax(F, axis=1)
+        B = -Y[:, :, None] * Y[:, None, :]
+        idx = np.arange(self.n_out)
+        B[:, idx, idx] += Y
+        return B
+
+    def third(self, F: np.ndarray, P: np.ndarray) -> np.ndarray:
+        """``c_nk = 1/2 tr(P_n dB_n/df_nk) = 1/2 [B_n (diag P_n - 2 P_n y_n)]_k``."""
+        Y = softmax(F, axis=1)
+        B = self.hess(F)
+        u = np.einsum("nii->ni", P) - 2 * np.einsum("nij,nj->ni", P, Y)
+        return 0.5 * np.einsum("nik,ni->nk", B, u)
+
+
+def _likelihood(t: np.ndarray, n_classes: int, softmax_model: bool):
+    return _Softmax(t, n_classes) if softmax_model else _Bernoulli(t)
+
+
+# --------------------------------------------------------------------------------------------
+# Laplace approximation for fixed alpha
+# --------------------------------------------------------------------------------------------
+
+
+def _logits(Phi_act: np.ndarray, cls: np.ndarray, theta: np.ndarray, K: int) -> np.ndarray:
+    """``F[:, k] = Phi[:, pairs of class k] @ theta[pairs of class k]`` (N, K)."""
+    if K == 1:
+        return (Phi_act @ theta)[:, None]
+    F = np.zeros((Phi_act.shape[0], K))
+    for k in range(K):
+        sel = cls == k
+        if sel.any():
+            F[:, k] = Phi_act[:, sel] @ theta[sel]
+    return F
+
+
+def _pair_gradient(Phi_act: np.ndarray, cls: np.ndarray, G: np.ndarray) -> np.ndarray:
+    """``J^T g``: ``sum_n Phi[n, col_j] G[n, cls_j]`` for every pair j."""
+    if G.shape[1] == 1:
+        return Phi_act.T @ G[:, 0]
+    return np.einsum("nj,nj->j", Phi_act, G[:, cls])
+
+
+def _hessian(Phi_act: np.ndarray, cls: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``J^T B J`` (the data part of eq. 25); class blocks ``Phi_k^T diag(B[:, k, l]) Phi_l``."""
+    K = B.shape[1]
+    if K == 1:
+        return Phi_act.T @ (B[:, 0, 0, None] * Phi_act)
+    P = Phi_act.shape[1]
+    H = np.zeros((P, P))
+    groups = [np.flatnonzero(cls == k) for k in range(K)]
+    for k in range(K):
+        gk = groups[k]
+        if gk.size == 0:
+            continue
+        for j in range(k, K):
+            gl = groups[j]
+            if gl.size == 0:
+                continue
+            block = Phi_act[:, gk].T @ (B[:, k, j, None] * Phi_act[:, gl])
+            H[np.ix_(gk, gl)] = block
+            if j != k:
+                H[np.ix_(gl, gk)] = block.T
+    return H
+
+
+@dataclass
+class Laplace:
+    """Gaussian (Laplace) approximation ``N(theta, H^-1)`` of the weight posterior at fixed
+    ``alpha``, over the pairs (``cols``, ``cls``) in the model."""
+
+    theta: np.ndarray
+    alpha: np.ndarray
+    cols: np.ndarray
+    cls: np.ndarray
+    F: np.ndarray
+    L: np.ndarray  # lower Cholesky factor of H
+    loglik: float
+    log_evidence: float
+    gradient: np.ndarray  # Phi^T (t - y) - A theta at the mode
+    n_iter: int
+    converged: bool
+
+    @property
+    def Sigma(self) -> np.ndarray:
+        """Eq. (26): ``Sigma = (Phi^T B Phi + A)^-1``."""
+        Linv = linalg.solve_triangular(self.L, np.eye(self.L.shape[0]), lower=True,
+                                       check_finite=False)
+        return Linv.T @ Linv
+
+
+def _mode(Phi_act: np.ndarray, cls: np.ndarray, lik, alpha: np.ndarray,
+          theta0: np.ndarray | None = None, gtol: float = 1e-10, max_iter: int = 100) -> Laplace:
+    """Posterior mode by Newton / IRLS with step halving (Tipping eq. 24; PRML 7.110-7.111).
+
+    Maximises ``Psi(w) = sum_n ln p(t_n | f_n) - 1/2 w^T A w``; the gradient is
+    ``J^T (t - y) - A w`` and the negative Hessian ``J^T B J + A`` (eq. 25). The step is
+    halved until ``Psi`` does not decrease, so the iteration also converges on separable
+    data, where only the prior bounds ``w``. Stops when the gradient is below ``gtol``
+    (relative to ``max(1, |J^T (t - y)|)``) or no step improves ``Psi``.
+    """
+    K = lik.n_out
+    theta = np.zeros(cls.size) if theta0 is None else np.array(theta0, dtype=float)
+    F = _logits(Phi_act, cls, theta, K)
+    ll = lik.loglik(F)
+    psi = ll.sum() - 0.5 * theta @ (alpha * theta)
+    converged = False
+    it = 0
+    for it in range(1, max_iter + 1):  # noqa: B007 (returned)
+        G = lik.grad(F)
+        gl = _pair_gradient(Phi_act, cls, G)
+        g = gl - alpha * theta
+        H = _hessian(Phi_act, cls, lik.hess(F))
+        H[np.diag_indices_from(H)] += alpha
+        L = _cholesky(H)
+        if np.max(np.abs(g), initial=0.0) <= gtol * max(1.0, np.max(np.abs(gl), initial=0.0)):
+            converged = True
+            break
+        delta = linalg.cho_solve((L, True), g, check_finite=False)
+        step = 1.0
+        while True:
+            new = theta + step * delta
+            F_new = _logits(Phi_act, cls, new, K)
+            ll_new = lik.loglik(F_new)
+            psi_new = ll_new.sum() - 0.5 * new @ (alpha * new)
+            if psi_new >= psi - 1e-13 * abs(psi) or step < 1e-12:
+                break
+            step *= 0.5
+        if step < 1e-12:  # no ascent direction left at machine precision
+            converged = np.max(np.abs(g)) <= 1e-6 * max(1.0, np.max(np.abs(gl)))
+            break
+        theta, F, ll, psi = new, F_new, ll_new, psi_new
+    G = lik.grad(F)
+    g = _pair_gradient(Phi_act, cls, G) - alpha * theta
+    H = _hessian(Phi_act, cls, lik.hess(F))
+    H[np.diag_indices_from(H)] += alpha
+    L = _cholesky(H)
+    loglik = float(ll.sum())
+    log_ev = (loglik + 0.5 * np.sum(np.log(alpha)) - 0.5 * theta @ (alpha * theta)
+              - np.sum(np.log(np.diag(L))))
+    return Laplace(theta, alpha, np.empty(0, int), cls, F, L, loglik, float(log_ev), g, it,
+                   bool(converged))
+
+
+def _pairs_from_alpha(alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(cols, cls, alpha of the pairs) for the finite entries of alpha (M,) or (M, K)."""
+    alpha = np.asarray(alpha, dtype=float)
+    A2 = alpha[:, None] if alpha.ndim == 1 else alpha
+    cls_grid, col_grid = np.meshgrid(np.arange(A2.shape[1]), np.arange(A2.shape[0]))
+    order = np.argsort(cls_grid.T.ravel(), kind="stable")  # class-major
+    cols = col_grid.T.ravel()[order]
+    cls = cls_grid.T.ravel()[order]
+    a = A2[cols, cls]
+    keep = np.isfinite(a)
+    return cols[keep], cls[keep], a[keep]
+
+
+def laplace_posterior(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, *,
+                      n_classes: int = 2, softmax_model: bool | None = None,
+                      w0: np.ndarray | None = None, gtol: float = 1e-10,
+                      max_iter: int = 100) -> Laplace:
+    """Laplace approximation of the weight posterior at fixed ``alpha`` (eqs. 24-26).
+
+    Parameters
+    ----------
+    Phi : design matrix (N, M).
+    t : integer class codes 0..K-1 (N,).
+    alpha : (M,) for the Bernoulli model, (M, K) for the softmax; ``inf`` excludes a weight.
+    softmax_model : use eq. (28) (default: when ``alpha`` is 2-D).
+    w0 : starting weights for the pairs (finite entries of ``alpha``, class-major).
+    """
+    alpha = np.asarray(alpha, dtype=float)
+    if softmax_model is None:
+        softmax_model = alpha.ndim == 2
+    lik = _likelihood(t, n_classes, softmax_model)
+    cols, cls, a = _pairs_from_alpha(alpha)
+    lap = _mode(np.asarray(Phi, dtype=float)[:, cols], cls, lik, a, w0, gtol, max_iter)
+    lap.cols = cols
+    return lap
+
+
+# --------------------------------------------------------------------------------------------
+# Evidence gradient with respect to Gaussian kernel input scales
+# --------------------------------------------------------------------------------------------
+
+
+def _evidence_dPhi(Phi_act: np.ndarray, cls: np.ndarray, lik, lap: Laplace) -> np.ndarray:
+    """``E`` (N, P) with ``d ln p(t|alpha) = sum_nj E_nj dPhi[n, col_j]`` for the Laplace
+    evidence, the mode moving with Phi (implicit function theorem) and B with the mode:
+
+    ``E = g theta^T - (B J Sigma) - [c theta^T + g v^T - (B J v) theta^T]`` restricted to the
+    pair's class, with ``g = t - y``, ``c_n = 1/2 tr(P_n dB_n/df_n)``, ``P_n = J_n Sigma
+    J_n^T`` and ``v = Sigma J^T c``. (The analogue of Tipping App. C, eqs. 53-55.)
+    """
+    K = lik.n_out
+    F, theta = lap.F, lap.theta
+    Sigma = lap.Sigma
+    G = lik.grad(F)
+    B = lik.hess(F)
+    N, P = Phi_act.shape
+    # J Sigma as (N, K, P)
+    JS = np.zeros((N, K, P))
+    for k in range(K):
+        sel = cls == k
+        if sel.any():
+            JS[:, k, :] = Phi_act[:, sel] @ Sigma[sel, :]
+    BJS = np.einsum("nkl,nlp->nkp", B, JS)
+    Pn = np.zeros((N, K, K))
+    for k in range(K):
+        sel = cls == k
+        if sel.any():
+            Pn[:, :, k] = np.einsum("nkj,nj->nk", JS[:, :, sel], Phi_act[:, sel])
+    c = lik.third(F, Pn)
+    v = Sigma @ _pair_gradient(Phi_act, cls, c)
+    BJv = np.einsum("nkl,nl->nk", B, _logits(Phi_act, cls, v, K))
+    rows = np.arange(P)
+    E = (G[:, cls] * theta - BJS[:, cls, rows]
+         - (c[:, cls] * theta + G[:, cls] * v - BJv[:, cls] * theta))
+    return E
+
+
+def laplace_width_gradient(Phi_act: np.ndarray, centres: np.ndarray, X: np.ndarray,
+                           is_kernel: np.ndarray, cls: np.ndarray, lik, lap: Laplace
+                           ) -> np.ndarray:
+    """``d ln p(t|alpha) / d eta_d`` for Gaussian columns ``exp(-sum_d eta_d (x_d - c_d)^2)``
+    (Tipping eqs. 56-57 with the Laplace ``E`` of :func:`_evidence_dPhi`); ``centres`` are the
+    centres of the kernel pairs (rows where ``is_kernel``)."""
+    E = _evidence_dPhi(Phi_act, cls, lik, lap)
+    W = (E * Phi_act)[:, is_kernel]
+    grad = np.zeros(X.shape[1])
+    for d in range(X.shape[1]):
+        sq = _sq_distances(X[:, d : d + 1], centres[:, d : d + 1])
+        grad[d] = -np.sum(W * sq)
+    return grad
+
+
+# --------------------------------------------------------------------------------------------
+# The two type-II ML loops (on unit-norm columns)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Bounded(SequentialSparseBayes):
+    """The core with ``alpha >= alpha_min``: proposals below the floor go to the floor (so a
+    basis at the floor is converged), which bounds the weights on separable data."""
+
+    alpha_min: float = 0.0
+
+    def proposals(self):
+        new, gain, cur = super().proposals()
+        low = np.isfinite(new) & (new < self.alpha_min) & np.isfinite(gain)
+        if low.any():
+            s, q = self.sq()
+            b = np.broadcast_to(np.asarray(self.b_prior, dtype=float), s.shape)
+            new[low] = self.alpha_min
+            gain[low] = (basis_objective(new[low], s[low], q[low], self.a_prior, b[low])
+                         - basis_objective(cur[low], s[low], q[low], self.a_prior, b[low]))
+        return new, gain, cur
+
+
+def _surrogate(Phi: np.ndarray, lik, F: np.ndarray):
+    """Linearised Gaussian problem at logits F (T&F eq. 14, PRML 7.117): design, targets
+    ``t_hat`` and per-row precisions. Bernoulli: ``(Phi, F + (t - y)/B, B)``. Softmax: each
+    point's rank-(K-1) block ``B_n = L_n L_n^T`` is whitened, giving rows ``L_n^T (phi_n x
+    e_k)`` for the candidate pairs (class-major) and targets ``L_n^T f_n + L_n^+ (t_n - y_n)``
+    with unit precision."""
+    G = lik.grad(F)
+    B = lik.hess(F)
+    K = lik.n_out
+    if K == 1:
+        b = np.maximum(B[:, 0, 0], B_FLOOR)
+        return Phi, F[:, 0] + G[:, 0] / b, b
+    lam, V = np.linalg.eigh(B)  # ascending; lam[:, 0] = 0 (the all-ones direction)
+    lam = np.maximum(lam[:, 1:], B_FLOOR)
+    V = V[:, :, 1:]
+    Lr = V * np.sqrt(lam)[:, None, :]  # (N, K, K-1)
+    N, M = Phi.shape
+    Phi_s = np.einsum("nkr,nm->nrkm", Lr, Phi).reshape(N * (K - 1), K * M)
+    z = np.einsum("nkr,nk->nr", Lr, F) + np.einsum("nkr,nk->nr", V, G) / np.sqrt(lam)
+    return Phi_s, z.reshape(-1), np.ones(N * (K - 1))
+
+
+@dataclass
+class _Fit:
+    cols: np.ndarray
+    cls: np.ndarray
+    alpha: np.ndarray
+    lap: Laplace
+    trace: list[float]
+    converged: bool
+    n_iter: int
+    at_floor: int
+    notes: list[str] = field(default_factory=list)
+
+
+def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -> _Fit:
+    """Tipping & Faul's loop on the Laplace surrogate: one add / delete / re-estimate action
+    (the largest gain in the surrogate evidence, PRML 7.118), then the mode is re-found by
+    IRLS from the surrogate posterior mean and the surrogate rebuilt (T&F §4 step 10)."""
+    N, M = Phi.shape
+    K = lik.n_out
+    cand_col = np.tile(np.arange(M), K)
+    cand_cls = np.repeat(np.arange(K), M)
+    b_prior = np.tile(np.broadcast_to(prior_b, (M,)), K)
+    if warm is None:
+        F = np.zeros((N, K))
+        start: dict = {}
+    else:
+        w_cols, w_cls, w_alpha, w_theta = warm
+        active = list(w_cls * M + w_cols)
+        lap = _mode(Phi[:, w_cols], w_cls, lik, w_alpha, w_theta)
+        F = lap.F
+        start = {"active": active, "alpha": np.array(w_alpha)}
+    Phi_s, z, b = _surrogate(Phi, lik, F)
+    state = _Bounded(Phi_s, z, b, prior_a, b_prior, alpha_min=alpha_min, **start)
+    trace: list[float] = []
+    converged = False
+    it = 0
+    skipped = 0
+    for it in range(1, max_iter + 1):  # noqa: B007 (returned)
+        action, _gain, done = state.step(tol)
+        if done:
+            converged = True
+            break
+        if action == "skip":
+            skipped += 1
+            continue
+        act = np.asarray(state.active)
+        cols, cls = cand_col[act], cand_cls[act]
+        lap = _mode(Phi[:, cols], cls, lik, state.alpha, state.mu)
+        trace.append(lap.log_evidence)
+        Phi_s, z, b = _surrogate(Phi, lik, lap.F)
+        aligned = state.aligned
+        state = _Bounded(Phi_s, z, b, prior_a, b_prior, active=list(state.active),
+                         alpha=state.alpha.copy(), alpha_min=alpha_min)
+        state.aligned = aligned
+    act = np.asarray(state.active)
+    cols, cls, alpha = cand_col[act], cand_cls[act], state.alpha.copy()
+    order = np.lexsort((cols, cls))
+    cols, cls, alpha = cols[order], cls[order], alpha[order]
+    lap = _mode(Phi[:, cols], cls, lik, alpha, state.mu[order], gtol=1e-12)
+    lap.cols = cols
+    trace.append(lap.log_evidence)
+    notes = []
+    if state.aligned:
+        notes.append(f"{len(state.aligned)} candidate basis functions were skipped as "
+                     "numerical duplicates of basis functions in the model")
+    return _Fit(cols, cls, alpha, lap, trace, converged, it,
+                int(np.sum(alpha <= alpha_min * (1 + 1e-9))), notes)
+
+
+def _run_mackay(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, shared,
+                warm=None, alpha0: float = 1.0) -> _Fit:
+    """Tipping (2001) §3: IRLS mode, then ``alpha_i = (gamma_i + 2a) / (w_i^2 + 2b)`` (eq. 16
+    / 44) with ``gamma_i = 1 - alpha_i Sigma_ii`` (eq. 17); with ``shared`` one alpha per
+    basis column over its K class weights, ``(sum_k gamma + 2a) / (sum_k w^2 + 2b)``.
+    Weights whose alpha exceeds 1e12 are pruned (App. B.1)."""
+    N, M = Phi.shape
+    K = lik.n_out
+    if warm is None:
+        cols = np.tile(np.arange(M), K)
+        cls = np.repeat(np.arange(K), M)
+        alpha = np.full(cols.size, float(alpha0))
+        theta = None
+    else:
+        cols, cls, alpha, theta = (np.asarray(v) for v in warm)
+        alpha = alpha.astype(float)
+    b_prior = np.broadcast_to(prior_b, (M,))
+    trace: list[float] = []
+    converged = False
+    it = 0
+    lap = None
+    for it in range(1, max_iter + 1):  # noqa: B007 (returned)
+        lap = _mode(Phi[:, cols], cls, lik, alpha, theta)
+        trace.append(lap.log_evidence)
+        theta = lap.theta
+        Sigma_diag = np.diag(lap.Sigma)
+        gamma = 1.0 - alpha * Sigma_diag
+        if shared and K > 1:
+            g_col = np.bincount(cols, weights=gamma, minlength=M)
+            w2_col = np.bincount(cols, weights=theta**2, minlength=M)
+            new = ((g_col + 2 * prior_a) / (w2_col + 2 * b_prior))[cols]
+        else:
+            new = (gamma + 2 * prior_a) / (theta**2 + 2 * b_prior[cols])
+        new = np.where(new > 0, new, np.inf)
+        new = np.maximum(new, alpha_min)
+        keep = new < PRUNE_ALPHA
+        if not keep.any():
+            keep[np.argmin(new)] = True
+        change = np.max(np.abs(np.log(new[keep] / alpha[keep])))
+        pruned = not keep.all()
+        cols, cls, alpha, theta = cols[keep], cls[keep], new[keep], theta[keep]
+        if change < tol and not pruned:
+            converged = True
+            break
+    lap = _mode(Phi[:, cols], cls, lik, alpha, theta, gtol=1e-12)
+    lap.cols = cols
+    trace.append(lap.log_evidence)
+    return _Fit(cols, cls, alpha, lap, trace, converged, it,
+                int(np.sum(alpha <= alpha_min * (1 + 1e-9))))
+
+
+# --------------------------------------------------------------------------------------------
+# Front end: normalisation, kernel widths, DataTree
+# --------------------------------------------------------------------------------------------
+
+
+def _solve(problem, *, algorithm: str, softmax_model: bool, shared: bool, max_iter: int,
+           tol: float, alpha_min: float, max_outer: int = 30):
+    """Run ``algorithm`` on unit-norm columns (the flat prior makes the evidence invariant to
+    column scale; a Gamma rate b becomes ``b ||phi||^2``). With ``learn_width`` alternate it
+    with L-BFGS steps on the log widths at fixed alpha, the Laplace evidence and its exact
+    gradient (:func:`laplace_width_gradient`) re-solving the mode at every width."""
+    prior = problem.prior if problem.prior is not None else GammaPrior()
+    lik = _likelihood(problem.t, problem.n_classes, softmax_model)
+    X = problem.X
+    basis = problem.basis
+    warm = None
+    total = 0
+    notes: list[str] = []
+    width_trace: list[float] = []
+    for _outer in range(max_outer):
+        Phi = basis.design(X)
+        norms = np.sqrt(np.einsum("nm,nm->m", Phi, Phi))
+        norms[norms == 0] = 1.0
+        Phi /= norms
+        b_n = prior.b * norms**2
+        warm_n = None
+        if warm is not None:
+            w_cols, w_cls, w_alpha, w_theta = warm
+            warm_n = (w_cols, w_cls, w_alpha / norms[w_cols] ** 2, w_theta * norms[w_cols])
+        if algorithm == "fast":
+            res = _run_fast(Phi, lik, prior.a, b_n, alpha_min, max_iter, tol, warm_n)
+        else:
+            res = _run_mackay(Phi, lik, prior.a, b_n, alpha_min, max_iter, tol, shared, warm_n)
+        total += res.n_iter
+        notes += res.notes
+        scale = norms[res.cols]
+        alpha = res.alpha * scale**2
+        theta = res.lap.theta / scale
+        del Phi
+        if not problem.learn_width:
+            break
+        kernel = basis.kernel
+        x0 = np.log(np.atleast_1d(np.asarray(kernel.width, dtype=float)))
+        cache = {"theta": theta}
+        opt = optimize.minimize(
+            _width_objective, x0, jac=True, method="L-BFGS-B",
+            args=(kernel, basis, X, lik, res.cols, res.cls, alpha, cache),
+            bounds=[(x - 5.0, x + 5.0) for x in x0], options={"maxiter": 20},
+        )
+        width = np.exp(opt.x)
+        basis = basis.with_kernel(kernel.with_width(width if kernel.is_ard else float(width[0])))
+        width_trace.append(-float(opt.fun))
+        warm = (res.cols, res.cls, alpha, cache["theta"])
+        if np.max(np.abs(opt.x - x0)) < 1e-4:
+            break
+    Phi_act = basis.design(X, columns=res.cols)
+    lap = _mode(Phi_act, res.cls, lik, alpha, theta, gtol=1e-12)
+    lap.cols = res.cols
+    return basis, lik, lap, res, total, notes, res.trace + width_trace
+
+
+def _width_objective(log_width, kernel, basis, X, lik, cols, cls, alpha, cache):
+    """Minus the Laplace evidence over log Gaussian widths at fixed alpha, and its gradient
+    (``d/d ln r = -2 eta d/d eta``)."""
+    width = np.exp(log_width)
+    k = kernel.with_width(width if kernel.is_ard else float(width[0]))
+    b = basis.with_kernel(k)
+    Phi_act = b.design(X, columns=cols)
+    lap = _mode(Phi_act, cls, lik, alpha, cache["theta"], gtol=1e-11)
+    cache["theta"] = lap.theta
+    cidx = b.centre_index()[cols]
+    is_kernel = cidx >= 0
+    grad_eta = laplace_width_gradient(Phi_act, b.centres[cidx[is_kernel]], X, is_kernel, cls,
+                                      lik, lap)
+    eta = np.asarray(k.eta, dtype=float) * np.ones(X.shape[1])
+    grad = -2 * eta * grad_eta
+    if not kernel.is_ard:
+        grad = np.array([grad.sum()])
+    return -lap.log_evidence, -grad
+
+
+_CONTROLLER = None
+
+
+def _blas_threads(n: int):
+    """One BLAS thread for problems below 2000 points: the algorithm makes thousands of
+    calls on matrices of a few dozen rows, where OpenBLAS threads only add synchronisation
+    (on a loaded 2-core machine a 5 x 100 triangular solve took 5 ms threaded, 10 us not)."""
+    global _CONTROLLER
+    if n >= 2000:
+        return contextlib.nullcontext()
+    try:
+        if _CONTROLLER is None:
+            from threadpoolctl import ThreadpoolController
+
+            _CONTROLLER = ThreadpoolController()
+        return _CONTROLLER.limit(limits=1, user_api="blas")
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        return contextlib.nullcontext()
+
+
+def _check_classes(problem) -> None:
+    counts = np.bincount(problem.t, minlength=problem.n_classes)
+    single = problem.classes[counts == 1]
+    if single.size:
+        warnings.warn(f"class(es) {single.tolist()} have a single training example: their "
+                      "weights and probabilities rest on one point", NumericalWarning,
+                      stacklevel=4)
+
+
+def _to_datatree(problem, basis, lik, lap: Laplace, res: _Fit, *, softmax_model, shared,
+                 seed, draws, chains, n_iter, trace, method) -> xr.DataTree:
+    """Binary: ``w``, ``alpha`` on dim ``basis``; ``w`` is the logit weight of
+    ``classes[1]``. Softmax: ``w``, ``alpha`` on dims (``basis``, ``class``) over the union of
+    the columns relevant for any class; a weight pruned for one class has ``w = 0`` and
+    ``alpha = inf`` there. ``gaussian_posterior``: ``mu`` and ``Sigma`` (binary: (basis,
+    basis_bis); softmax: (basis, class, basis_bis, class_bis), the joint Laplace covariance)."""
+    if not isinstance(draws, int | np.integer) or draws <= 0:
+        raise ValueError(f"draws must be a positive integer, got {draws!r}")
+    if not isinstance(chains, int | np.integer) or chains <= 0:
+        raise ValueError(f"chains must be a positive integer, got {chains!r}")
+    rng = np.random.default_rng(seed)
+    Sigma = lap.Sigma
+    theta_draws = draw_gaussian(lap.theta, Sigma, (chains, draws), rng)
+    K = lik.n_out
+    Phi_act = basis.design(problem.X, columns=lap.cols)
+    F = np.zeros((chains, draws, problem.X.shape[0], K))
+    for k in range(K):
+        sel = lap.cls == k
+        F[..., k] = theta_draws[..., sel] @ Phi_act[:, sel].T
+    flat = F.reshape(-1, problem.X.shape[0], K)
+    loglik = np.stack([lik.loglik(f) for f in flat]).reshape(chains, draws, -1)
+    attrs = {
+        "log_evidence": float(lap.log_evidence),
+        "converged": int(res.converged and lap.converged),
+        "n_iter": int(n_iter),
+        "likelihood": "softmax" if softmax_model else "bernoulli",
+        "alpha_shared": int(shared),
+        "n_at_alpha_floor": int(res.at_floor),
+        "hyperparameters": "point estimates (type-II ML, Laplace approximation): alpha is "
+                           "constant across draws; w is drawn from the Laplace Gaussian "
+                           "N(mu, Sigma)",
+        "default_predict_kind": "moderated",
+    }
+    if isinstance(basis.kernel, GaussianKernel):
+        attrs["width"] = np.atleast_1d(np.asarray(basis.kernel.width, dtype=float))
+    stats = {"log_evidence": (("iteration",), np.asarray(trace))}
+    if not softmax_model:
+        attrs["positive_class"] = str(problem.classes[1])
+        return make_datatree(
+            problem, basis=basis, columns=lap.cols,
+            posterior={"w": theta_draws,
+                       "alpha": np.broadcast_to(lap.alpha, (chains, draws, lap.cols.size)).copy()},
+            log_likelihood=loglik, sample_stats=stats,
+            gaussian={"mu": lap.theta, "Sigma": Sigma, "alpha": lap.alpha},
+            attrs=attrs,
+        )
+    ucols, pos = np.unique(lap.cols, return_inverse=True)
+    Mu = ucols.size
+    W = np.zeros((chains, draws, Mu, K))
+    W[:, :, pos, lap.cls] = theta_draws
+    A = np.full((Mu, K), np.inf)
+    A[pos, lap.cls] = lap.alpha
+    mu = np.zeros((Mu, K))
+    mu[pos, lap.cls] = lap.theta
+    S4 = np.zeros((Mu, K, Mu, K))
+    S4[pos[:, None], lap.cls[:, None], pos[None, :], lap.cls[None, :]] = Sigma
+    class_labels = np.asarray(problem.classes).astype(str)
+    dt = make_datatree(
+        problem, basis=basis, columns=ucols,
+        posterior={"w": W, "alpha": np.broadcast_to(A, (chains, draws, Mu, K)).copy()},
+        log_likelihood=loglik, sample_stats=stats, attrs=attrs,
+        extra_dims={"w": ["basis", "class"], "alpha": ["basis", "class"]},
+        extra_coords={"class": class_labels},
+    )
+    labels = dt["posterior"]["basis"].values
+    gp = xr.Dataset(
+        {"mu": (("basis", "class"), mu), "alpha": (("basis", "class"), A),
+         "Sigma": (("basis", "class", "basis_bis", "class_bis"), S4)},
+        coords={"basis": labels, "basis_bis": labels, "class": class_labels,
+                "class_bis": class_labels},
+    )
+    dt["gaussian_posterior"] = xr.DataTree(gp)
+    dt.attrs["n_relevant"] = int(Mu)
+    return dt
+
+
+def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, likelihood,
+         alpha, alpha_min):
+    if getattr(problem, "kind", None) != "classification":
+        raise TypeError(f"{method!r} here is for RVMClassification, got "
+                        f"{type(problem).__name__}")
+    if not isinstance(max_iter, int | np.integer) or max_iter <= 0:
+        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+    if not tol > 0:
+        raise ValueError(f"tol must be > 0, got {tol!r}")
+    if not (np.isscalar(alpha_min) and 0 <= alpha_min < 1):
+        raise ValueError(f"alpha_min must be a number in [0, 1), got {alpha_min!r}")
+    if likelihood not in (None, "bernoulli", "softmax"):
+        raise ValueError(f"likelihood must be None, 'bernoulli' or 'softmax', got {likelihood!r}")
+    if alpha not in ("per-class", "shared"):
+        raise ValueError(f"alpha must be 'per-class' or 'shared', got {alpha!r}")
+    K = problem.n_classes
+    if likelihood == "bernoulli" and K > 2:
+        raise ValueError(f"likelihood='bernoulli' needs 2 classes, the problem has {K}")
+    softmax_model = likelihood == "softmax" or K > 2
+    shared = alpha == "shared" and softmax_model
+    if shared and algorithm == "fast":
+        raise ValueError("alpha='shared' (one alpha per basis over the classes) has no "
+                         "closed-form sequential update: use method='evidence-mackay'")
+    _check_classes(problem)
+    with _blas_threads(problem.X.shape[0]):
+        basis, lik, lap, res, n_iter, notes, trace = _solve(
+            problem, algorithm=algorithm, softmax_model=softmax_model, shared=shared,
+            max_iter=int(max_iter), tol=float(tol), alpha_min=float(alpha_min))
+    for note in notes:
+        warnings.warn(note, NumericalWarning, stacklevel=3)
+    if res.at_floor:
+        warnings.warn(
+            f"{res.at_floor} weight precision(s) hit the floor alpha_min={alpha_min:g} (unit-"
+            "norm columns): the classes are (nearly) separable and only the bound keeps the "
+            "weights finite; the probabilities are very confident", NumericalWarning,
+            stacklevel=3)
+    if not (res.converged and lap.converged):
+        warnings.warn(f"{method} did not converge in max_iter={max_iter} iterations; the "
+                      "result is the last iterate (converged=False)", ConvergenceWarning,
+                      stacklevel=3)
+    return _to_datatree(problem, basis, lik, lap, res, softmax_model=softmax_model,
+                        shared=shared, seed=seed, draws=draws, chains=chains, n_iter=n_iter,
+                        trace=trace, method=method)
+
+
+def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-6,
+             draws: int = 500, chains: int = 2, likelihood: str | None = None,
+             alpha: str = "per-class", alpha_min: float = ALPHA_MIN) -> xr.DataTree:
+    """Type-II ML for RVM classification by Tipping & Faul's (2003) sequential algorithm
+    on the Laplace surrogate (``t_hat``, ``B``; T&F §2.2).
+
+    ``likelihood``: None (Bernoulli for 2 classes, softmax eq. 28 for more) or "softmax" to
+    force the softmax for 2 classes. ``alpha``: "per-class" (one per class weight; the only
+    choice here, "shared" needs ``evidence-mackay``). ``alpha_min``: floor on alpha for
+    unit-norm columns (bounds the weights on separable data; a warning says when it is hit).
+    """
+    return _fit(problem, "fast", "evidence", seed=seed, max_iter=max_iter, tol=tol,
+                draws=draws, chains=chains, likelihood=likelihood, alpha=alpha,
+                alpha_min=alpha_min)
+
+
+def fit_mackay(problem, *, seed=None, max_iter: int = 5000, tol: float = 1e-6,
+               draws: int = 500, chains: int = 2, likelihood: str | None = None,
+               alpha: str = "per-class", alpha_min: float = ALPHA_MIN) -> xr.DataTree:
+    """Type-II ML for RVM classification by MacKay re-estimation (Tipping 2001 §3, eq. 16)
+    around the IRLS mode; ``alpha="shared"`` ties one alpha per basis over the K classes."""
+    return _fit(problem, "mackay", "evidence-mackay", seed=seed, max_iter=max_iter, tol=tol,
+                draws=draws, chains=chains, likelihood=likelihood, alpha=alpha,
+                alpha_min=alpha_min)
