@@ -642,11 +642,7 @@ def _run(cell: Cell, record: dict[str, Any]) -> dict[str, Any]:
         if task == REGRESSION:
             out.update(_regression_scores(pred.mean, split.y_test, pred))
         else:
-            classes = problem.classes
-            codes = np.searchsorted(classes, split.y_test)
-            if np.any(codes >= classes.size) or np.any(classes[np.minimum(
-                    codes, classes.size - 1)] != split.y_test):
-                raise ValueError("the test split holds a class absent from training")
+            codes = pred.codes(split.y_test)  # ValueError for a class unseen in training
             proba = np.asarray(pred.proba)
             out.update(_classification_scores(proba, proba.argmax(1), codes))
         relevant = _relevant_index(post) if kind != "gp" else np.array([], dtype=int)

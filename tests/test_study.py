@@ -129,6 +129,26 @@ def test_table_matches_direct_fits(tiny_table):
         assert np.isnan(svm["nlpd"])
 
 
+def test_classification_cell_matches_direct_fit():
+    from sklearn.metrics import accuracy_score, brier_score_loss, log_loss
+
+    from sparsebayes.models import RVMClassification
+
+    data = "breast_cancer_wisconsin:n_train=80"
+    row = st.run_study(data, "rvm/evidence", 1, progress=False).iloc[0]
+    assert row["status"] == "ok", row["error"]
+    s = st.load_split(data, 0)
+    cell = st.Cell(st.DataSpec.parse(data), 0, st.MethodSpec.parse("rvm/evidence"))
+    post = fit(RVMClassification(s.X_train, s.y_train, kernel=GaussianKernel(
+        st.DATASETS["breast_cancer_wisconsin"].width)), "evidence", seed=cell.fit_seed)
+    p1 = predict(post, s.X_test).proba[:, 1]  # moderated output, the default
+    assert row["n_relevant"] == post.attrs["n_relevant"]
+    assert row["error_rate"] == pytest.approx(1 - accuracy_score(s.y_test, p1 > 0.5))
+    assert row["log_loss"] == pytest.approx(log_loss(s.y_test, p1), rel=1e-9)
+    # two-class Brier summed over both columns is twice scikit-learn's binary score
+    assert row["brier"] == pytest.approx(2 * brier_score_loss(s.y_test, p1), rel=1e-9)
+
+
 def test_paired_tests_match_scipy(tiny_table):
     pt = paired_tests(tiny_table, DATA, "mse")
     a = tiny_table[tiny_table["method"] == "rvm/evidence"].sort_values("split")["mse"]
