@@ -3,11 +3,13 @@ small size (``SPARSEBAYES_SMALL=1``) through jupytext + nbclient, as a user woul
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9]*.py"))
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9]*.py"))
 
 
 @pytest.mark.slow
@@ -16,6 +18,8 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
     jupytext = pytest.importorskip("jupytext")
     nbclient = pytest.importorskip("nbclient")
     monkeypatch.setenv("SPARSEBAYES_SMALL", "1")
+    if "SPARSEBAYES_DATA" not in os.environ:  # the tests' data folder, as in the brief
+        monkeypatch.setenv("SPARSEBAYES_DATA", str((ROOT / "../shared/data").resolve()))
     monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel shows figures inline
     nb = jupytext.read(path)
     assert nb.metadata["kernelspec"]["name"] == "python3"
