@@ -303,7 +303,6 @@ FAMILIES: dict[str, dict[str, tuple[str, str | None]]] = {
     "svm": {REGRESSION: ("svm", None), CLASSIFICATION: ("svm", None)},
 }
 # options the runner uses itself; everything else goes to fit(**options)
-_RUNNER_OPTIONS = {"width", "learn_width", "ard", "kernel", "predict", "splits", "bias"}
 _SVM_OPTIONS = {"width", "splits", "cv", "C"}
 
 
@@ -312,7 +311,9 @@ class MethodSpec:
     """``family/method[:key=value...]``, e.g. ``rvm/evidence``, ``rvm*/evidence``,
     ``rvm/nuts:draws=300:chains=2:splits=2`` or ``svm``.
 
-    Runner options: ``width`` (Gaussian kernel width; default the data set's),
+    Runner options: ``width`` (Gaussian kernel width; default the data set's; ``cv``: the
+    best of 0.5, 0.7, 1, 1.4, 2 x the default by 5-fold CV of the predictive loss on the
+    training split, as in Tipping's App. E; ``cv=k`` sets the folds),
     ``learn_width`` (evidence over the width), ``ard`` (one width per input, with
     ``learn_width``), ``kernel`` (a kernel name instead of the Gaussian), ``bias``,
     ``predict`` (predictive kind), ``splits`` (run on the first k splits only). The rest go
@@ -523,24 +524,77 @@ def _diagnostics(post) -> dict[str, float]:
     return out
 
 
-def _fit_svm(method: MethodSpec, task: str, split: Split, width: float, seed: int):
-    from sklearn.model_selection import GridSearchCV
+WIDTH_FACTORS = np.array([0.5, 0.7, 1.0, 1.4, 2.0])  # width=cv tries these x the default
+
+
+def _fit_svm(method: MethodSpec, task: str, split: Split, widths, seed: int):
+    """scikit-learn SVR/SVC with the Gaussian kernel, C (and epsilon) by k-fold CV; with
+    several ``widths`` the width too (``gamma = 1 / r^2``)."""
+    from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold
     from sklearn.svm import SVC, SVR
 
     opts = dict(method.options)
-    gamma = 1.0 / width**2  # Tipping's exp(-|x-c|^2 / r^2) is sklearn's gamma = 1 / r^2
+    # Tipping's exp(-|x-c|^2 / r^2) is scikit-learn's gamma = 1 / r^2
+    grid: dict[str, Any] = {"gamma": 1.0 / np.asarray(widths, float) ** 2}
     if task == REGRESSION:
         sd = np.std(split.y_train)  # C and epsilon scale with the targets
-        est, grid = SVR(kernel="rbf", gamma=gamma), {
-            "C": sd * np.logspace(-1, 2, 4), "epsilon": sd * np.array([0.01, 0.1, 0.3])}
+        est = SVR(kernel="rbf")
+        grid.update(C=sd * np.logspace(-1, 2, 4), epsilon=sd * np.array([0.01, 0.1, 0.3]))
+        folds = KFold(int(opts.get("cv", 5)), shuffle=True, random_state=seed)
     else:
-        est, grid = SVC(kernel="rbf", gamma=gamma), {"C": np.logspace(-1, 3, 5)}
+        est = SVC(kernel="rbf")
+        grid["C"] = np.logspace(-1, 3, 5)
+        folds = StratifiedKFold(int(opts.get("cv", 5)), shuffle=True, random_state=seed)
     if "C" in opts:
         grid["C"] = [float(opts["C"])]
-    cv = int(opts.get("cv", 5))
-    search = GridSearchCV(est, grid, cv=cv, n_jobs=1)
+    search = GridSearchCV(est, grid, cv=folds, n_jobs=1)
     search.fit(split.X_train, split.y_train)
     return search.best_estimator_
+
+
+def _rvm_problem(kind: str, X, y, width, opts: dict[str, Any]):
+    """The problem of an rvm/rvm*/gp cell; reads (and leaves) the runner options."""
+    from sparsebayes.models import GaussianKernel, RVMClassification, RVMRegression, as_kernel
+
+    if kind == "gp":
+        from sparsebayes.models import GPRegression
+
+        return GPRegression(X, y)
+    if "kernel" in opts:
+        kernel = as_kernel(opts["kernel"])
+    else:
+        kernel = GaussianKernel(np.full(X.shape[1], width) if opts.get("ard") else width)
+    common = {"kernel": kernel, "bias": bool(opts.get("bias", True)),
+              "learn_width": bool(opts.get("learn_width", False))}
+    if kind == "regression":
+        return RVMRegression(X, y, **common)
+    return RVMClassification(X, y, **common)
+
+
+def _cv_width(cell: Cell, kind: str, pkind, split: Split, widths, opts, fit_opts) -> float:
+    """Tipping's protocol (App. E): the kernel width with the best k-fold cross-validated
+    loss on the training split (mean NLPD for regression, log loss for classification)."""
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    from .api import fit, predict
+
+    if cell.method.method not in ("evidence", "evidence-mackay", "vrvm"):
+        raise ValueError(f"width=cv refits {len(widths)} x {opts.get('cv', 5)} times: use it "
+                         f"with evidence, evidence-mackay or vrvm, not {cell.method.method!r} "
+                         "(or give a width, or learn_width=true)")
+    k = int(opts.get("cv", 5))
+    folds = (KFold if kind == "regression" else StratifiedKFold)(k, shuffle=True,
+                                                                 random_state=cell.fit_seed)
+    X, y = split.X_train, split.y_train
+    losses = []
+    for w in widths:
+        loss = 0.0
+        for tr, va in folds.split(X, y):
+            post = fit(_rvm_problem(kind, X[tr], y[tr], w, opts), cell.method.method,
+                       seed=cell.fit_seed, **fit_opts)
+            loss -= np.sum(predict(post, X[va], kind=pkind).logpdf(y[va]))
+        losses.append(loss / y.size)
+    return float(widths[int(np.argmin(losses))])
 
 
 def run_cell(cell: Cell) -> dict[str, Any]:
@@ -570,8 +624,6 @@ def run_cell(cell: Cell) -> dict[str, Any]:
 
 
 def _run(cell: Cell, record: dict[str, Any]) -> dict[str, Any]:
-    from sparsebayes.models import GaussianKernel, RVMClassification, RVMRegression, as_kernel
-
     from .api import fit, predict
 
     task = cell.data.info.task
@@ -582,17 +634,18 @@ def _run(cell: Cell, record: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"n_train": split.X_train.shape[0], "n_test": split.X_test.shape[0],
                            "n_features": split.X_train.shape[1]}
     opts = dict(cell.method.options)
-    width = float(opts.pop("width", cell.data.width))
-    for k in ("splits",):
-        opts.pop(k, None)
+    opts.pop("splits", None)
+    width = opts.pop("width", cell.data.width)
+    widths = cell.data.width * WIDTH_FACTORS if width == "cv" else np.array([float(width)])
     grid = _plot_grid(split, task) if cell.figures else None
     arrays: dict[str, np.ndarray] = {}
     post = None
 
     if cell.method.family == "svm":
         start = time.perf_counter()
-        est = _fit_svm(cell.method, task, split, width, cell.fit_seed)
+        est = _fit_svm(cell.method, task, split, widths, cell.fit_seed)
         out["fit_seconds"] = time.perf_counter() - start
+        out["width"] = float(1 / np.sqrt(est.gamma))
         start = time.perf_counter()
         yhat = est.predict(split.X_test)
         out["predict_seconds"] = time.perf_counter() - start
@@ -610,27 +663,20 @@ def _run(cell: Cell, record: dict[str, Any]) -> dict[str, Any]:
     else:
         kind, pkind = FAMILIES[cell.method.family][task]
         pkind = opts.pop("predict", pkind)
-        learn_width = bool(opts.pop("learn_width", False))
-        ard = bool(opts.pop("ard", False))
-        bias = bool(opts.pop("bias", True))
-        d = split.X_train.shape[1]
-        if "kernel" in opts:
-            kernel = as_kernel(opts.pop("kernel"))
-        else:
-            kernel = GaussianKernel(np.full(d, width) if ard else width)
-        if kind == "gp":
-            from sparsebayes.models import GPRegression
-
-            problem = GPRegression(split.X_train, split.y_train)
-        elif kind == "regression":
-            problem = RVMRegression(split.X_train, split.y_train, kernel=kernel, bias=bias,
-                                    learn_width=learn_width)
-        else:
-            problem = RVMClassification(split.X_train, split.y_train, kernel=kernel,
-                                        bias=bias, learn_width=learn_width)
+        runner = {k: opts.pop(k) for k in ("learn_width", "ard", "bias", "kernel", "cv")
+                  if k in opts}
         start = time.perf_counter()
+        width = float(widths[0])
+        if widths.size > 1 and kind != "gp":
+            width = _cv_width(cell, kind, pkind, split, widths, runner, opts)
+        problem = _rvm_problem(kind, split.X_train, split.y_train, width, runner)
         post = fit(problem, cell.method.method, seed=cell.fit_seed, **opts)
         out["fit_seconds"] = time.perf_counter() - start
+        if "width" in post.attrs:  # the width used (learned by the evidence, if asked)
+            w = np.atleast_1d(np.asarray(post.attrs["width"], float))
+            out["width"] = float(w[0]) if w.size == 1 else float(np.exp(np.mean(np.log(w))))
+        elif kind != "gp":
+            out["width"] = float(width)
         start = time.perf_counter()
         pred = predict(post, split.X_test, kind=pkind)
         out["predict_seconds"] = time.perf_counter() - start
@@ -989,8 +1035,8 @@ def _dask_slots(client) -> int:
 
 
 _FIRST = ["dataset", "split", "method", "task", "status", "error", "n_train", "n_test",
-          "n_features", "mse", "rmse", "mae", "nlpd", "coverage95", "error_rate", "log_loss",
-          "brier", "n_relevant", "fit_seconds", "predict_seconds", "converged",
+          "n_features", "width", "mse", "rmse", "mae", "nlpd", "coverage95", "error_rate",
+          "log_loss", "brier", "n_relevant", "fit_seconds", "predict_seconds", "converged",
           "log_evidence", "divergences", "max_rhat", "min_ess_bulk", "n_warnings",
           "warnings", "seed", "fit_seed"]
 TIMING_COLUMNS = ("fit_seconds", "predict_seconds")

@@ -149,6 +149,18 @@ def test_classification_cell_matches_direct_fit():
     assert row["brier"] == pytest.approx(2 * brier_score_loss(s.y_test, p1), rel=1e-9)
 
 
+def test_width_by_cross_validation():
+    t = st.run_study(DATA, "rvm/evidence:width=cv:cv=3,svm:width=cv,rvm/evidence-mackay", 1,
+                     progress=False)
+    assert (t["status"] == "ok").all(), t["error"].tolist()
+    grid = st.DATASETS["diabetes"].width * st.WIDTH_FACTORS
+    for w in t["width"].iloc[:2]:
+        assert np.isclose(grid, w).any()
+    assert t["width"].iloc[2] == st.DATASETS["diabetes"].width
+    bad = st.run_study(DATA, "rvm/evidence:width=cv:max_iter=0", 1, progress=False).iloc[0]
+    assert bad["status"] == "failed"
+
+
 def test_paired_tests_match_scipy(tiny_table):
     pt = paired_tests(tiny_table, DATA, "mse")
     a = tiny_table[tiny_table["method"] == "rvm/evidence"].sort_values("split")["mse"]
