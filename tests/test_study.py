@@ -97,7 +97,7 @@ def test_folds_partition_the_data():
 
 # ---------------------------------------------------------------------------- metrics
 def test_table_matches_direct_fits(tiny_table):
-    from sklearn.model_selection import GridSearchCV
+    from sklearn.model_selection import GridSearchCV, KFold
     from sklearn.svm import SVR
 
     t = tiny_table
@@ -122,7 +122,9 @@ def test_table_matches_direct_fits(tiny_table):
         svm = t[(t["split"] == split) & (t["method"] == "svm")].iloc[0]
         sd = np.std(s.y_train)
         grid = {"C": sd * np.logspace(-1, 2, 4), "epsilon": sd * np.array([0.01, 0.1, 0.3])}
-        ref = GridSearchCV(SVR(gamma=1 / width**2), grid, cv=5).fit(s.X_train, s.y_train)
+        svm_seed = st.Cell(cell.data, split, st.MethodSpec.parse("svm")).fit_seed
+        folds = KFold(5, shuffle=True, random_state=svm_seed)
+        ref = GridSearchCV(SVR(gamma=1 / width**2), grid, cv=folds).fit(s.X_train, s.y_train)
         assert svm["n_relevant"] == ref.best_estimator_.support_.size
         assert svm["mse"] == pytest.approx(
             mean_squared_error(s.y_test, ref.predict(s.X_test)), rel=1e-9)
@@ -209,6 +211,7 @@ def test_output_folder_of_another_study_is_refused(tmp_path, capsys):
     assert len(t) == 2 and cell.path(out).stat().st_mtime_ns == before
 
 
+@pytest.mark.slow
 def test_resume_after_kill_computes_only_missing_cells(tmp_path):
     """Kill a running `sparsebayes study` half-way; re-running with --resume leaves the
     finished cells' files untouched and computes the rest; the table equals a clean run."""
@@ -234,6 +237,7 @@ def test_resume_after_kill_computes_only_missing_cells(tmp_path):
     _compare(st.load_table(out), clean)
 
 
+@pytest.mark.slow
 def test_local_processes_equal_in_process(tiny_table):
     _compare(st.run_study(DATA, METHODS, 2, n_jobs=2, progress=False), tiny_table)
 
