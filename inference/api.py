@@ -22,10 +22,17 @@ FIT_METHODS: dict[str, dict[str, str]] = {
     "regression": {
         "evidence": "evidence:fit_fast",
         "evidence-mackay": "evidence:fit_mackay",
+        "vrvm": "vrvm:fit_vrvm",
+        "advi": "pymc_fit:fit_advi",
+        "fullrank_advi": "pymc_fit:fit_fullrank_advi",
+        "nuts": "pymc_fit:fit_nuts",
     },
     "classification": {
         "evidence": "laplace:fit_fast",
         "evidence-mackay": "laplace:fit_mackay",
+        "advi": "pymc_fit:fit_advi",
+        "fullrank_advi": "pymc_fit:fit_fullrank_advi",
+        "nuts": "pymc_fit:fit_nuts",
     },
     "gp": {},
 }

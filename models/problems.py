@@ -119,6 +119,13 @@ class RVMRegression:
         """Phi (n, M), Fortran-ordered."""
         return self.basis.design(self.X)
 
+    def pymc_model(self, collapsed: bool = False, prior: GammaPrior | None = None, **kwargs):
+        """The hierarchical ``pm.Model`` (non-centred joint, or ``collapsed`` with ``w``
+        integrated out); see :func:`sparsebayes.models.pymc_models.regression_model`."""
+        from .pymc_models import regression_model
+
+        return regression_model(self, collapsed=collapsed, prior=prior, **kwargs)
+
 
 @dataclass(frozen=True, eq=False)
 class RVMClassification:
@@ -171,3 +178,10 @@ class RVMClassification:
 
     def design_matrix(self) -> np.ndarray:
         return self.basis.design(self.X)
+
+    def pymc_model(self, prior: GammaPrior | None = None, likelihood: str | None = None):
+        """The hierarchical non-centred ``pm.Model`` (Bernoulli-logit or softmax); see
+        :func:`sparsebayes.models.pymc_models.classification_model`."""
+        from .pymc_models import classification_model
+
+        return classification_model(self, prior=prior, likelihood=likelihood)

@@ -1,0 +1,528 @@
+"""Posteriors of the hierarchical PyMC models: NUTS (nutpie, PyMC, NumPyro, BlackJAX) and
+ADVI / full-rank ADVI, all returned in the common DataTree layout.
+
+Regression samples the *collapsed* model (``w`` integrated out, Tipping eq. 15) and then draws
+``w`` for every posterior draw of ``(alpha, beta)`` from its exact conditional Gaussian
+``N(mu, Sigma)`` (eqs. 12-13): Rao-Blackwellised, and free of the funnel between ``alpha`` and
+``w`` that defeats NUTS and ADVI on the joint model. Classification uses the non-centred joint
+model (there is no closed-form marginal).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import warnings
+from importlib.util import find_spec
+
+import numpy as np
+import xarray as xr
+from scipy.special import log_expit, log_softmax
+
+from sparsebayes.models import GammaPrior, SamplingWarning
+from sparsebayes.models.pymc_models import (
+    _resolve_prior,
+    _scales,
+    check_proper,
+    classification_model,
+    regression_model,
+)
+
+from .results import gaussian_log_likelihood, make_datatree
+
+__all__ = [
+    "SAMPLERS",
+    "fit_nuts",
+    "fit_advi",
+    "fit_fullrank_advi",
+    "conditional_weights",
+    "mcmc_cost",
+    "normalise_sample_stats",
+    "ElboConvergence",
+]
+
+SAMPLERS = ("nutpie", "pymc", "numpyro", "blackjax")
+# sample-stat names of each sampler -> the common names (PyMC's)
+_STAT_NAMES = {
+    "depth": "tree_depth",
+    "logp": "lp",
+    "mean_tree_accept": "acceptance_rate",
+    "maxdepth_reached": "reached_max_treedepth",
+}
+KEEP_STATS = ("diverging", "tree_depth", "step_size", "energy", "lp", "n_steps",
+              "acceptance_rate", "reached_max_treedepth", "energy_error")
+FLOPS_PER_SECOND = 2e9  # one core, dense linear algebra on ~100 x 100 matrices
+_COMPILED: dict = {}  # nutpie models, reused for data of the same shapes
+
+
+def blas_single_thread():
+    """Limit BLAS to one thread. On ~100 x 100 matrices multithreaded OpenBLAS is up to 60x
+    slower than one thread when the cores are busy (measured here: 15 ms vs 0.27 ms per
+    gradient of the collapsed log density), and the samplers already run chains in parallel."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+# --------------------------------------------------------------------------------------------
+# Validation and cost
+# --------------------------------------------------------------------------------------------
+
+
+def _positive_int(name: str, v, allow_zero: bool = False) -> int:
+    ok = isinstance(v, int | np.integer) and not isinstance(v, bool)
+    if not ok or v < 0 or (v == 0 and not allow_zero):
+        raise ValueError(f"{name} must be a {'non-negative' if allow_zero else 'positive'} "
+                         f"integer, got {v!r}")
+    return int(v)
+
+
+def mcmc_cost(N: int, M: int, n_params: int, draws: int, tune: int, chains: int, *,
+              collapsed: bool, cores: int = 2, steps_per_draw: int = 15) -> float:
+    """Rough wall time (seconds) of NUTS: leapfrog steps x flops per gradient / speed.
+
+    Collapsed regression: Woodbury Cholesky of an M x M matrix and its gradient
+    (~2 M^3 + 4 N M flops); joint models: two matrix-vector products with Phi per output
+    (~6 N n_params flops). ``steps_per_draw`` ~ 2^tree_depth (depth 4 is typical here).
+    """
+    flops = (2.0 * M**3 + 4.0 * N * M) if collapsed else 6.0 * N * n_params
+    steps = float(chains) * (draws + tune) * steps_per_draw
+    return steps * flops / FLOPS_PER_SECOND / max(1, min(chains, cores))
+
+
+def _check_prior(problem, prior, method: str) -> GammaPrior:
+    prior = _resolve_prior(problem, prior)
+    needs_beta = problem.kind == "regression" and problem.noise_sd is None
+    check_proper(prior, method, needs_beta=needs_beta)
+    return prior
+
+
+def _prior_json(prior: GammaPrior) -> str:
+    return json.dumps({k: float(getattr(prior, k)) for k in "abcd"})
+
+
+# --------------------------------------------------------------------------------------------
+# Rao-Blackwellised weights and log likelihoods
+# --------------------------------------------------------------------------------------------
+
+
+def conditional_weights(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, beta: np.ndarray,
+                        rng: np.random.Generator, chunk: int = 256
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """For each draw ``(alpha_s, beta_s)`` (leading dims ``S``): ``mu_s`` and a draw
+    ``w_s ~ N(mu_s, Sigma_s)`` with ``Sigma = (A + beta Phi^T Phi)^-1``, ``mu = beta Sigma
+    Phi^T t`` (Tipping eqs. 12-13), by batched Cholesky of ``H = Sigma^-1``:
+    ``w = mu + L^-T z``. Returns ``(w, mu)`` with the shape of ``alpha``."""
+    from scipy.linalg import cho_solve, solve_triangular
+
+    lead = alpha.shape[:-1]
+    M = alpha.shape[-1]
+    A = alpha.reshape(-1, M)
+    B = np.broadcast_to(beta, lead).reshape(-1)
+    G = Phi.T @ Phi
+    h = Phi.T @ t
+    W = np.empty_like(A)
+    MU = np.empty_like(A)
+    Z = rng.standard_normal(A.shape)
+    for s in range(A.shape[0]):
+        H = B[s] * G
+        H[np.diag_indices(M)] += A[s]
+        d = np.sqrt(np.diag(H))  # symmetric diagonal scaling: H = D Hs D
+        Hs = H / np.outer(d, d)
+        L = np.linalg.cholesky(Hs)
+        mu = cho_solve((L, True), B[s] * h / d) / d
+        W[s] = mu + solve_triangular(L.T, Z[s], lower=False) / d
+        MU[s] = mu
+    return W.reshape(alpha.shape), MU.reshape(alpha.shape)
+
+
+def _class_loglik(t: np.ndarray, F: np.ndarray) -> np.ndarray:
+    """Pointwise ``ln p(t_n | f_n)``: Bernoulli-logit for ``F`` (..., n), softmax for
+    ``F`` (..., n, K)."""
+    if F.ndim == t.ndim + 2:  # (chain, draw, n, K)
+        lp = log_softmax(F, axis=-1)
+        return np.take_along_axis(lp, t[None, None, :, None], axis=-1)[..., 0]
+    return np.where(t == 1, log_expit(F), log_expit(-F))
+
+
+def _assemble(problem, model, *, alpha, beta, w, extra_stats, attrs, rng) -> xr.DataTree:
+    """The common layout from posterior arrays with leading (chain, draw)."""
+    basis = problem.basis
+    Phi = basis.design(problem.X)
+    columns = np.arange(basis.n_columns)
+    posterior = {"alpha": alpha}
+    if problem.kind == "regression":
+        if w is None:
+            with blas_single_thread():
+                w, _ = conditional_weights(Phi, problem.t, alpha, beta, rng)
+        posterior.update(w=w, beta=beta, noise_sd=1.0 / np.sqrt(beta))
+        loglik = gaussian_log_likelihood(problem.t, w @ Phi.T, beta)
+        extra = {}
+    else:
+        posterior["w"] = w
+        if w.ndim == 4:
+            F = np.einsum("nm,cdmk->cdnk", Phi, w)
+            extra = {"extra_dims": {"w": ["basis", "class"], "alpha": ["basis", "class"]},
+                     "extra_coords": {"class": np.asarray(problem.classes).astype(str)}}
+        else:
+            F = w @ Phi.T
+            extra = {}
+            attrs["positive_class"] = str(problem.classes[1])
+        loglik = _class_loglik(problem.t, F)
+    dt = make_datatree(problem, basis=basis, columns=columns, posterior=posterior,
+                       log_likelihood=loglik, sample_stats=extra_stats, attrs=attrs, **extra)
+    dt.attrs["n_relevant"] = _n_relevant(Phi, posterior, problem)
+    return dt
+
+
+def _n_relevant(Phi, posterior, problem, threshold: float = 0.1) -> int:
+    """Bases with well-determinedness ``gamma_i = 1 - alpha_i Sigma_ii > threshold`` (eq. 17)
+    at the posterior median of ``alpha`` (and ``beta``; classification: ``Sigma`` from the
+    Gaussian-likelihood surrogate with unit precision). Proper priors keep every ``alpha``
+    finite, so a threshold is needed (Tipping footnote 7); for a softmax model a basis
+    counts when it is relevant for any class."""
+    alpha = np.median(posterior["alpha"], axis=(0, 1))
+    beta = float(np.median(posterior["beta"])) if "beta" in posterior else 0.25
+    G = beta * (Phi.T @ Phi)
+    cols = alpha[:, None] if alpha.ndim == 1 else alpha
+    relevant = np.zeros(cols.shape[0], bool)
+    for a in cols.T:
+        H = G.copy()
+        H[np.diag_indices_from(H)] += a
+        try:
+            Sigma_diag = np.diag(np.linalg.inv(H))
+        except np.linalg.LinAlgError:  # pragma: no cover - H is SPD
+            return -1
+        relevant |= 1.0 - a * Sigma_diag > threshold
+    return int(relevant.sum())
+
+
+# --------------------------------------------------------------------------------------------
+# NUTS
+# --------------------------------------------------------------------------------------------
+
+
+def normalise_sample_stats(ss: xr.Dataset) -> dict[str, np.ndarray]:
+    """Sample stats under one set of names for every sampler: ``diverging``, ``tree_depth``,
+    ``step_size``, ``energy``, ``lp``, ``n_steps``, ``acceptance_rate``,
+    ``reached_max_treedepth``, ``energy_error`` (nutpie's ``depth``, ``logp``,
+    ``mean_tree_accept``, ``maxdepth_reached`` are renamed)."""
+    out = {}
+    for name in ss.data_vars:
+        new = _STAT_NAMES.get(name, name)
+        if new in KEEP_STATS and ss[name].dims[:2] == ("chain", "draw"):
+            out[new] = np.asarray(ss[name].values)
+    if "diverging" in out:
+        out["diverging"] = out["diverging"].astype(bool)
+    return out
+
+
+def _model_for(problem, prior, collapsed, likelihood):
+    if problem.kind == "regression":
+        return regression_model(problem, collapsed=collapsed, prior=prior)
+    return classification_model(problem, prior=prior, likelihood=likelihood)
+
+
+def _compile_nutpie(model, key):
+    import nutpie
+
+    if key in _COMPILED:
+        compiled = _COMPILED[key]
+        data = {name: model[name].get_value() for name in _data_names(model)}
+        return compiled.with_data(**data), 0.0
+    start = time.perf_counter()
+    compiled = nutpie.compile_pymc_model(model)
+    elapsed = time.perf_counter() - start
+    _COMPILED[key] = compiled
+    return compiled, elapsed
+
+
+def _data_names(model) -> list[str]:
+    return [v.name for v in model.data_vars]
+
+
+def _run_sampler(model, sampler, *, draws, tune, chains, cores, seed, target_accept, key):
+    """Sample and return (posterior Dataset, normalised stats, compile s, sampling s)."""
+    import pymc as pm
+
+    if sampler == "nutpie":
+        import nutpie
+
+        compiled, t_compile = _compile_nutpie(model, key)
+        start = time.perf_counter()
+        tr = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, cores=cores,
+                           seed=seed, target_accept=target_accept, progress_bar=False,
+                           save_warmup=False)
+        t_sample = time.perf_counter() - start
+    else:
+        if sampler in ("numpyro", "blackjax"):
+            missing = [m for m in ("jax", sampler) if find_spec(m) is None]
+            if missing:
+                raise ImportError(
+                    f"sampler={sampler!r} needs {' and '.join(missing)}: install the optional "
+                    "extra with `pip install sparsebayes[jax]` (JAX samplers pay off on a "
+                    "GPU), or use sampler='nutpie' / 'pymc'")
+        start = time.perf_counter()
+        tr = pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, random_seed=seed,
+                       nuts_sampler=sampler, target_accept=target_accept, model=model,
+                       progressbar=False, compute_convergence_checks=False, quiet=True)
+        t_sample = time.perf_counter() - start
+        t_compile = float("nan")  # PyMC compiles inside pm.sample
+    return tr["posterior"].to_dataset(), normalise_sample_stats(
+        tr["sample_stats"].to_dataset()), t_compile, t_sample
+
+
+def diagnose(post: xr.DataTree, var_names=("alpha", "beta", "w"), *, warn: bool = True,
+             max_rhat: float = 1.01, min_ess_per_chain: float = 100.0) -> dict[str, float]:
+    """Divergences, max R-hat and min bulk / tail ESS over ``var_names`` (rank-normalised,
+    Vehtari et al. 2021, via arviz_stats); a :class:`SamplingWarning` naming every problem
+    when ``warn``. ESS is judged against ``min_ess_per_chain`` x chains (ArviZ's advice)."""
+    import arviz_stats as azs
+
+    ds = post["posterior"].to_dataset()
+    names = [v for v in var_names if v in ds and ds[v].std() > 0]
+    sub = ds[names]
+    chains = ds.sizes["chain"]
+    rhat = azs.rhat(sub)
+    bulk = azs.ess(sub, method="bulk")
+    tail = azs.ess(sub, method="tail")
+    out = {
+        "n_divergent": int(post["sample_stats"]["diverging"].sum())
+        if "sample_stats" in post.children and "diverging" in post["sample_stats"] else 0,
+        "max_rhat": float(max(float(rhat[v].max()) for v in names)),
+        "min_ess_bulk": float(min(float(bulk[v].min()) for v in names)),
+        "min_ess_tail": float(min(float(tail[v].min()) for v in names)),
+    }
+    problems = []
+    if out["n_divergent"]:
+        problems.append(f"{out['n_divergent']} divergent transitions (the sampler missed "
+                        "regions of high curvature; try target_accept=0.95 or more)")
+    if not out["max_rhat"] <= max_rhat:
+        problems.append(f"max R-hat {out['max_rhat']:.3f} > {max_rhat} (chains disagree)")
+    need = min_ess_per_chain * chains
+    for kind in ("bulk", "tail"):
+        if not out[f"min_ess_{kind}"] >= need:
+            problems.append(f"min {kind} ESS {out[f'min_ess_{kind}']:.0f} < {need:.0f}")
+    out["ok"] = not problems
+    if problems and warn:
+        warnings.warn("NUTS diagnostics look bad: " + "; ".join(problems) + ". Run more "
+                      "draws or chains before trusting the posterior.", SamplingWarning,
+                      stacklevel=3)
+    return out
+
+
+def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws: int = 1000,
+             tune: int = 1000, chains: int = 4, cores: int | None = None,
+             target_accept: float = 0.9, prior: GammaPrior | None = None,
+             collapsed: bool | None = None, likelihood: str | None = None,
+             max_seconds: float = 600.0, warn: bool = True) -> xr.DataTree:
+    """Full posterior by NUTS.
+
+    Regression: the collapsed model (``collapsed=False`` samples the naive non-centred joint
+    model, for comparison only) and ``w`` drawn from ``N(mu(alpha, beta), Sigma(alpha,
+    beta))`` per draw. Classification: the non-centred joint model.
+
+    Parameters
+    ----------
+    sampler : "nutpie" (default; numba, compiled once per model shape and reused),
+        "pymc", or the JAX samplers "numpyro" / "blackjax" (optional extra ``[jax]``).
+    draws, tune, chains : per chain; ``cores`` defaults to min(chains, 2).
+    target_accept : NUTS step-size adaptation target.
+    prior : proper Gamma hyperprior; ``None`` takes ``problem.prior`` or
+        :func:`~sparsebayes.models.pymc_models.default_sampling_prior`. Improper priors
+        raise ``ValueError`` (the posterior would be improper).
+    max_seconds : warn (:class:`SamplingWarning`, with the estimate) before starting when
+        :func:`mcmc_cost` expects a longer run.
+    warn : warn when divergences, R-hat or ESS look bad (see :func:`diagnose`).
+    """
+    if sampler not in SAMPLERS:
+        raise ValueError(f"unknown sampler {sampler!r}; choose one of {SAMPLERS}")
+    draws = _positive_int("draws", draws)
+    chains = _positive_int("chains", chains)
+    tune = _positive_int("tune", tune, allow_zero=True)
+    if not (isinstance(target_accept, float | int) and 0 < target_accept < 1):
+        raise ValueError(f"target_accept must lie in (0, 1), got {target_accept!r}")
+    cores = min(chains, 2) if cores is None else _positive_int("cores", cores)
+    if collapsed is None:
+        collapsed = problem.kind == "regression"
+    if collapsed and problem.kind != "regression":
+        raise ValueError("collapsed=True exists only for regression")
+    prior = _check_prior(problem, prior, "NUTS")
+    N = problem.X.shape[0]
+    M = problem.basis.n_columns
+    K = problem.n_classes if problem.kind == "classification" else 1
+    n_out = K if (problem.kind == "classification" and (K > 2 or likelihood == "softmax")) else 1
+    n_params = M * n_out * (1 if collapsed else 2) + 1
+    cost = mcmc_cost(N, M, n_params, draws, tune, chains, collapsed=collapsed, cores=cores)
+    if cost > max_seconds:
+        warnings.warn(
+            f"this NUTS run is large (N={N}, M={M}, {n_params} parameters, {chains} x "
+            f"{draws + tune} iterations): expect roughly {cost / 60:.0f} minutes "
+            f"(about {mcmc_cost(N, M, n_params, 1, 0, 1, collapsed=collapsed) * 1e3:.1f} ms "
+            "per draw and chain). Consider the 'evidence' or 'advi' methods, fewer draws, "
+            "or a subset of the basis.", SamplingWarning, stacklevel=3)
+    model = _model_for(problem, prior, collapsed, likelihood)
+    key = (problem.kind, collapsed, model.rvm_info.get("form"), model.rvm_info.get("softmax"),
+           problem.noise_sd is not None, N, M, K)
+    seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
+    with blas_single_thread():
+        post_ds, stats, t_compile, t_sample = _run_sampler(
+            model, sampler, draws=draws, tune=tune, chains=chains, cores=cores,
+            seed=seed_int, target_accept=float(target_accept), key=key)
+    rng = np.random.default_rng(None if seed is None else seed + 1)
+    alpha = post_ds["alpha"].values
+    beta = post_ds["beta"].values if "beta" in post_ds else None
+    if beta is not None and beta.ndim == 0:
+        beta = np.full(alpha.shape[:2], float(beta))
+    w = None if collapsed else post_ds["w"].values
+    attrs = {
+        "sampler": sampler,
+        "collapsed": int(collapsed),
+        "prior": _prior_json(prior),
+        "draws": draws, "tune": tune, "chains": chains,
+        "target_accept": float(target_accept),
+        "compile_time": t_compile,
+        "sampling_time": t_sample,
+        "noise_fixed": int(problem.kind == "regression" and problem.noise_sd is not None),
+        "hyperparameters": "full posterior by NUTS" + (
+            "; w is drawn from its exact conditional Gaussian N(mu, Sigma) given each draw of "
+            "alpha, beta (Rao-Blackwellised)" if collapsed else ""),
+        "default_predict_kind": "samples",
+    }
+    dt = _assemble(problem, model, alpha=alpha, beta=beta, w=w, extra_stats=stats,
+                   attrs=attrs, rng=rng)
+    sampled = ("alpha", "beta") if collapsed else ("alpha", "beta", "w")
+    diag = diagnose(dt, sampled, warn=warn)
+    dt.attrs.update(n_divergent=diag["n_divergent"], max_rhat=diag["max_rhat"],
+                    min_ess_bulk=diag["min_ess_bulk"], min_ess_tail=diag["min_ess_tail"],
+                    converged=int(diag["ok"]))
+    return dt
+
+
+# --------------------------------------------------------------------------------------------
+# ADVI
+# --------------------------------------------------------------------------------------------
+
+
+class ElboConvergence:
+    """``pm.fit`` callback: every ``window`` iterations compare the mean loss (-ELBO) of the
+    last window with the one before; stop when they differ by less than
+    ``max(tol |mean|, 2 x the standard error of the difference)``: the ELBO has stopped
+    rising beyond its Monte Carlo noise. ``converged`` records whether it stopped."""
+
+    def __init__(self, window: int = 500, tol: float = 1e-4) -> None:
+        self.window = window
+        self.tol = tol
+        self.converged = False
+
+    def __call__(self, approx, losses, i) -> None:
+        w = self.window
+        if losses is None or i % w or len(losses) < 2 * w:
+            return
+        last, prev = losses[-w:], losses[-2 * w:-w]
+        last, prev = last[np.isfinite(last)], prev[np.isfinite(prev)]
+        if last.size < w // 2 or prev.size < w // 2:
+            return
+        diff = abs(last.mean() - prev.mean())
+        se = np.sqrt(last.var() / last.size + prev.var() / prev.size)
+        if diff < max(self.tol * abs(last.mean()), 2 * se):
+            self.converged = True
+            raise StopIteration(f"ELBO converged after {i} iterations")
+
+
+def _start_point(problem, model) -> dict:
+    """ADVI start: every ``alpha`` at the scale of a weight that alone explains ``t`` and the
+    noise variance at a tenth of ``var(t)`` (as the evidence method starts)."""
+    alpha_unit, var_t = _scales(problem)
+    start = {"alpha": np.full(model["alpha"].shape.eval(), alpha_unit)}
+    if problem.kind == "regression" and problem.noise_sd is None:
+        start["beta"] = np.asarray(10.0 / var_t)
+    return start
+
+
+def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate, draws,
+            chains, prior, likelihood) -> xr.DataTree:
+    import pymc as pm
+
+    draws = _positive_int("draws", draws)
+    chains = _positive_int("chains", chains)
+    max_iter = _positive_int("max_iter", max_iter)
+    window = _positive_int("window", window)
+    if not tol > 0:
+        raise ValueError(f"tol must be > 0, got {tol!r}")
+    if not learning_rate > 0:
+        raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}")
+    name = "ADVI" if method == "advi" else "full-rank ADVI"
+    prior = _check_prior(problem, prior, name)
+    collapsed = problem.kind == "regression"
+    model = _model_for(problem, prior, collapsed, likelihood)
+    callback = ElboConvergence(window=window, tol=tol)
+    seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
+    start_time = time.perf_counter()
+    with blas_single_thread(), model:
+        approx = pm.fit(n=max_iter, method=method, random_seed=seed_int,
+                        start=_start_point(problem, model), callbacks=[callback],
+                        obj_optimizer=pm.adam(learning_rate=learning_rate),
+                        progressbar=False)
+        sample = approx.sample(draws * chains, random_seed=seed_int + 1)
+    t_fit = time.perf_counter() - start_time
+    hist = np.asarray(approx.hist, dtype=float)
+    post = sample["posterior"].to_dataset()
+
+    def reshape(v):
+        arr = post[v].values  # (1, draws * chains, ...)
+        return arr.reshape(chains, draws, *arr.shape[2:])
+
+    alpha = reshape("alpha")
+    beta = None
+    if problem.kind == "regression":
+        beta = reshape("beta") if "beta" in post and post["beta"].ndim > 1 else np.full(
+            (chains, draws), 1.0 / problem.noise_sd**2)
+    w = None if collapsed else reshape("w")
+    if not callback.converged:
+        warnings.warn(f"{name} did not converge in max_iter={max_iter} iterations (the "
+                      "ELBO still rises beyond its noise); the result is the last iterate "
+                      "(converged=False)", SamplingWarning, stacklevel=3)
+    attrs = {
+        "converged": int(callback.converged),
+        "n_iter": int(hist.size),
+        "elbo": float(-np.mean(hist[-window:])),
+        "fit_time": t_fit,
+        "collapsed": int(collapsed),
+        "prior": _prior_json(prior),
+        "noise_fixed": int(problem.kind == "regression" and problem.noise_sd is not None),
+        "hyperparameters": f"{name} (pm.fit) on the "
+                           + ("collapsed model; w is drawn from its exact conditional Gaussian "
+                              "given each draw of alpha, beta" if collapsed
+                              else "non-centred joint model")
+                           + "; draws are independent (chain has no meaning)",
+        "default_predict_kind": "samples",
+    }
+    rng = np.random.default_rng(None if seed is None else seed + 1)
+    return _assemble(problem, model, alpha=alpha, beta=beta, w=w,
+                     extra_stats={"elbo": (("iteration",), -hist)}, attrs=attrs, rng=rng)
+
+
+def fit_advi(problem, *, seed: int | None = None, max_iter: int = 30000, tol: float = 1e-4,
+             window: int = 500, learning_rate: float = 0.01, draws: int = 500,
+             chains: int = 2, prior: GammaPrior | None = None,
+             likelihood: str | None = None) -> xr.DataTree:
+    """Mean-field ADVI (``pm.fit(method="advi")``, Adam) on the collapsed regression model
+    (joint non-centred model for classification), stopped by :class:`ElboConvergence`;
+    ``sample_stats.elbo`` is the ELBO trace. Proper priors only (see :func:`fit_nuts`)."""
+    return _fit_vi(problem, "advi", seed=seed, max_iter=max_iter, tol=tol, window=window,
+                   learning_rate=learning_rate, draws=draws, chains=chains, prior=prior,
+                   likelihood=likelihood)
+
+
+def fit_fullrank_advi(problem, *, seed: int | None = None, max_iter: int = 30000,
+                      tol: float = 1e-4, window: int = 500, learning_rate: float = 0.01,
+                      draws: int = 500, chains: int = 2, prior: GammaPrior | None = None,
+                      likelihood: str | None = None) -> xr.DataTree:
+    """Full-rank ADVI (``pm.fit(method="fullrank_advi")``); otherwise as :func:`fit_advi`."""
+    return _fit_vi(problem, "fullrank_advi", seed=seed, max_iter=max_iter, tol=tol,
+                   window=window, learning_rate=learning_rate, draws=draws, chains=chains,
+                   prior=prior, likelihood=likelihood)
