@@ -1,0 +1,103 @@
+"""NUTS on the RVM: the naive non-centred joint model vs the library's default (collapsed
+model, Rao-Blackwellised weights, scale-aware proper prior).
+
+Noisy sinc (Tipping 2001 App. E: 100 evenly spaced x in [-10, 10], Gaussian noise sd 0.1),
+Gaussian kernel width 3, 4 chains x 1000 draws (1000 tuning), nutpie. Reports divergences,
+max R-hat, min bulk / tail ESS over the sampled parameters, compile and sampling time and
+ESS per second, side by side, in ``benchmarks/results/nuts.md``.
+
+Targets (issue 4): default model with at most 1 divergence per 4000 draws, R-hat <= 1.01,
+bulk and tail ESS >= 400, ESS/s >= 20x the naive model's, compile + sampling < 2 min.
+
+    .venv/bin/python benchmarks/bench_nuts.py [--draws 1000] [--chains 4] [--sampler nutpie]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from sparsebayes.inference import fit
+from sparsebayes.models import GammaPrior, GaussianKernel, RVMRegression
+
+
+def sinc_data(n: int = 100, noise_sd: float = 0.1, seed: int = 0):
+    try:
+        from sparsebayes.models import datasets
+
+        return datasets.sinc(n=n, noise="gaussian", seed=seed)
+    except (ImportError, AttributeError, TypeError):  # datasets module not there yet
+        rng = np.random.default_rng(seed)
+        X = np.linspace(-10, 10, n)[:, None]
+        return X, np.sinc(X[:, 0] / np.pi) + noise_sd * rng.standard_normal(n)
+
+
+def run(name: str, problem, **options) -> dict:
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = fit(problem, "nuts", seed=1, warn=False, **options)
+    wall = time.perf_counter() - start
+    a = post.attrs
+    return {
+        "model": name,
+        "divergences": a["n_divergent"],
+        "max R-hat": a["max_rhat"],
+        "min bulk ESS": a["min_ess_bulk"],
+        "min tail ESS": a["min_ess_tail"],
+        "compile s": a["compile_time"],
+        "sampling s": a["sampling_time"],
+        "wall s": wall,
+        "ESS/s": a["min_ess_bulk"] / a["sampling_time"],
+        "mean tree depth": float(post["sample_stats"]["tree_depth"].mean()),
+        "noise sd": float(post["posterior"]["noise_sd"].mean()),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--draws", type=int, default=1000)
+    ap.add_argument("--tune", type=int, default=1000)
+    ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--sampler", default="nutpie")
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "nuts.md"))
+    args = ap.parse_args()
+    X, t = sinc_data()
+    kernel = GaussianKernel(width=3.0)
+    opts = dict(draws=args.draws, tune=args.tune, chains=args.chains, sampler=args.sampler,
+                max_seconds=1e9)
+    naive = RVMRegression(X, t, kernel=kernel, prior=GammaPrior(0.01, 0.01, 0.01, 0.01))
+    default = RVMRegression(X, t, kernel=kernel)
+    rows = [run("default: collapsed + Rao-Blackwell w, scale-aware prior", default, **opts),
+            run("naive: non-centred joint, Gamma(0.01, 0.01)", naive, collapsed=False, **opts)]
+    ratio = rows[0]["ESS/s"] / max(rows[1]["ESS/s"], 1e-12)
+    cols = list(rows[0])
+    lines = [
+        "# NUTS on the RVM: default collapsed model vs naive joint model",
+        "",
+        f"Noisy sinc (N = 100, noise sd 0.1), Gaussian width 3, {args.chains} chains x "
+        f"{args.draws} draws ({args.tune} tuning), sampler {args.sampler}, "
+        f"{os.cpu_count()} CPU cores (shared; load average at start "
+        f"{os.getloadavg()[0]:.1f}). R-hat / ESS over alpha, beta (and w for the joint "
+        "model); ESS/s = min bulk ESS / sampling time.",
+        "",
+        "| " + " | ".join(cols) + " |",
+        "|" + "---|" * len(cols),
+    ]
+    for r in rows:
+        lines.append("| " + " | ".join(
+            f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in cols) + " |")
+    lines += ["", f"ESS/s ratio default / naive: {ratio:.3g}", ""]
+    text = "\n".join(lines)
+    print(text)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text)
+
+
+if __name__ == "__main__":
+    main()
