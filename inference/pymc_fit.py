@@ -231,7 +231,8 @@ def _compile_nutpie(model, key):
 
     if key in _COMPILED:
         compiled = _COMPILED[key]
-        data = {name: model[name].get_value() for name in _data_names(model)}
+        known = {v.name for v in compiled.shared_var_keys}
+        data = {name: model[name].get_value() for name in _data_names(model) if name in known}
         return compiled.with_data(**data), 0.0
     start = time.perf_counter()
     compiled = nutpie.compile_pymc_model(model)
