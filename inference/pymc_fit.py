@@ -142,7 +142,7 @@ def conditional_weights(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, beta:
 def _class_loglik(t: np.ndarray, F: np.ndarray) -> np.ndarray:
     """Pointwise ``ln p(t_n | f_n)``: Bernoulli-logit for ``F`` (..., n), softmax for
     ``F`` (..., n, K)."""
-    if F.ndim == t.ndim + 2:  # (chain, draw, n, K)
+    if F.ndim == 4:  # (chain, draw, n, K)
         lp = log_softmax(F, axis=-1)
         return np.take_along_axis(lp, t[None, None, :, None], axis=-1)[..., 0]
     return np.where(t == 1, log_expit(F), log_expit(-F))
@@ -367,7 +367,7 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
             "or a subset of the basis.", SamplingWarning, stacklevel=3)
     model = _model_for(problem, prior, collapsed, likelihood)
     key = (problem.kind, collapsed, model.rvm_info.get("form"), model.rvm_info.get("softmax"),
-           problem.noise_sd is not None, N, M, K)
+           getattr(problem, "noise_sd", None) is not None, N, M, K)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
     with blas_single_thread():
         post_ds, stats, t_compile, t_sample = _run_sampler(
