@@ -371,15 +371,17 @@ def test_advi_sinc_meets_evidence(sinc100, advi_sinc):
 
 def test_vrvm_agrees_with_advi_mean_field(sinc100, advi_sinc):
     """Two mean-field approximations of the same posterior (closed-form VRVM on the joint
-    model, ADVI on the collapsed model): fitted functions within 0.02 (20% of the noise sd)
-    everywhere, noise estimates within 10%. Individual weights are not compared one by one:
+    model, ADVI on the collapsed model): fitted functions within 0.015 RMS (15% of the noise
+    sd) and 0.04 at worst (the interval ends, where the data say least), noise estimates
+    within 10%. Individual weights are not compared one by one:
     with width-3 kernels on a 0.2 grid neighbouring columns are nearly collinear."""
     prior = default_sampling_prior(sinc100)
     vr = fit(sinc100, "vrvm", seed=1, prior=prior)
     Phi = sinc100.design_matrix()
     f_vr = Phi @ vr["gaussian_posterior"]["mu"].values
     f_advi = Phi @ advi_sinc["posterior"]["w"].mean(("chain", "draw")).values
-    assert np.max(np.abs(f_vr - f_advi)) < 0.02
+    assert np.sqrt(np.mean((f_vr - f_advi) ** 2)) < 0.015
+    assert np.max(np.abs(f_vr - f_advi)) < 0.04
     assert float(vr["posterior"]["noise_sd"].median()) == pytest.approx(
         float(advi_sinc["posterior"]["noise_sd"].median()), rel=0.10)
 
