@@ -4,4 +4,13 @@ entry points; PyMC is imported only by the methods that need it."""
 from .api import FIT_METHODS, PREDICT_KINDS, fit, predict
 from .predictive import Predictive
 
-__all__ = ["FIT_METHODS", "PREDICT_KINDS", "Predictive", "fit", "predict"]
+__all__ = ["FIT_METHODS", "PREDICT_KINDS", "Predictive", "RVC", "RVR", "fit", "predict"]
+
+
+def __getattr__(name):
+    # the scikit-learn estimators are imported on first use (scikit-learn is slow to import)
+    if name in ("RVR", "RVC"):
+        from . import sklearn as _sklearn
+
+        return getattr(_sklearn, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,478 @@
+"""scikit-learn estimators backed by :func:`sparsebayes.inference.fit`.
+
+:class:`RVR` (regression, Tipping 2001 §2) and :class:`RVC` (classification, §3: Bernoulli
+for two classes, the multiclass softmax of eq. 28 otherwise — not one-vs-rest) follow the
+scikit-learn estimator contract: parameters stored unchanged by ``__init__`` and validated
+in ``fit``, input validation by :func:`sklearn.utils.validation.validate_data`, fitted
+attributes ending in ``_``. The full posterior is kept as ``posterior_`` (the ArviZ
+``DataTree`` of ``fit``), so everything the library does with a posterior works on it.
+
+Names follow Tipping (2001): ``alpha_`` are the weight precisions and ``beta_`` the noise
+precision. scikit-learn's :class:`~sklearn.linear_model.ARDRegression` calls the noise
+precision ``alpha_`` and the weight precisions ``lambda_``.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+import warnings
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import xarray as xr
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from sparsebayes.models import (
+    Basis,
+    GammaPrior,
+    GaussianKernel,
+    Kernel,
+    LinearKernel,
+    LinearSplineKernel,
+    NumericalWarning,
+    PolynomialKernel,
+    RVMClassification,
+    RVMRegression,
+    as_kernel,
+)
+
+from .api import PREDICT_KINDS, fit, predict
+from .predictive import Predictive
+from .results import basis_from_posterior
+
+__all__ = ["RVR", "RVC"]
+
+KERNELS = ("rbf", "linear", "poly", "linear_spline")
+POSTERIORS = ("evidence", "evidence-mackay", "vrvm", "advi", "nuts")
+
+
+# --------------------------------------------------------------------------------------------
+# Shared helpers
+# --------------------------------------------------------------------------------------------
+
+
+def width_bounds(X: np.ndarray) -> tuple[float, float]:
+    """Lower bound and start of the evidence search over the Gaussian width (``width=None``).
+
+    * start ``r0 = sqrt(sum_k var(x_k))``: ``sqrt(n_features)`` on standardised inputs, where
+      ``E||x - x'||^2 = 2 r0^2`` and a typical basis value is ``exp(-2)``;
+    * lower bound ``r_min = 2 * median distance to the nearest distinct neighbour``, where a
+      basis function still has the value ``exp(-1/4)`` at the neighbouring input.
+
+    The bound matters: as the width shrinks below the spacing of the inputs, ``Phi`` tends to
+    ``[1, I]`` and the evidence tends to that of a model with one free variance per point,
+    which is larger than at any sensible width (the noise estimate then hits its floor and
+    every point becomes a relevance vector; seen on pure-noise data and on diabetes).
+    Returns ``(r_min, max(r0, r_min))``.
+    """
+    from sklearn.neighbors import NearestNeighbors
+
+    U = np.unique(X, axis=0)
+    r2 = float(np.sum(np.var(X, axis=0)))
+    r0 = float(np.sqrt(r2)) if np.isfinite(r2) and r2 > 0 else 1.0
+    if U.shape[0] < 2:
+        return r0, r0
+    dist = NearestNeighbors(n_neighbors=2).fit(U).kneighbors(U)[0][:, 1]
+    r_min = 2.0 * float(np.median(dist))
+    return r_min, max(r0, r_min)
+
+
+def _make_kernel(est, X: np.ndarray) -> tuple[Kernel, bool]:
+    """The kernel named by ``est.kernel`` and whether its width is to be learned."""
+    kernel, width = est.kernel, est.width
+    if isinstance(kernel, str):
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS} or a callable, got {kernel!r}")
+        if kernel == "rbf":
+            if width is None:
+                return GaussianKernel(width_bounds(X)[1]), True
+            w = np.asarray(width, dtype=float) if not isinstance(width, str) else None
+            if w is None or w.ndim > 1 or w.size == 0 or not np.all(np.isfinite(w)) \
+                    or np.any(w <= 0):
+                raise ValueError(
+                    f"width must be None (learned by the evidence), a number > 0 or one "
+                    f"number > 0 per feature, got {width!r}")
+            if w.ndim == 1 and w.size != X.shape[1]:
+                raise ValueError(f"width has {w.size} values but X has {X.shape[1]} features")
+            return GaussianKernel(float(w) if w.ndim == 0 else tuple(w)), False
+        if kernel == "poly":
+            degree = est.degree
+            if not isinstance(degree, numbers.Integral) or isinstance(degree, bool) \
+                    or degree < 1:
+                raise ValueError(f"degree must be an integer >= 1, got {degree!r}")
+            if not isinstance(est.coef0, numbers.Real) or not np.isfinite(est.coef0):
+                raise ValueError(f"coef0 must be a finite number, got {est.coef0!r}")
+            return PolynomialKernel(int(degree), 1.0 / X.shape[1], float(est.coef0)), False
+        if kernel == "linear_spline":
+            if X.shape[1] != 1:
+                raise ValueError(f"kernel='linear_spline' needs 1 feature, X has {X.shape[1]}")
+            return LinearSplineKernel(), False
+        return LinearKernel(), False
+    if isinstance(kernel, Kernel) or callable(kernel):
+        return as_kernel(kernel), False
+    raise TypeError(f"kernel must be a name in {KERNELS} or a callable, got {kernel!r}")
+
+
+def _check_common(est) -> tuple[str, dict, int | None]:
+    """Validate the parameters shared by RVR and RVC; return the method, its options and
+    the integer seed for :func:`fit`."""
+    if est.posterior not in POSTERIORS:
+        raise ValueError(f"posterior must be one of {POSTERIORS}, got {est.posterior!r}")
+    if not isinstance(est.bias, bool | np.bool_):
+        raise TypeError(f"bias must be True or False, got {est.bias!r}")
+    if est.prior is not None and not isinstance(est.prior, GammaPrior):
+        raise TypeError(f"prior must be a GammaPrior or None, got {type(est.prior).__name__}")
+    options = est.fit_options
+    if options is None:
+        options = {}
+    elif not isinstance(options, Mapping):
+        raise TypeError(f"fit_options must be a dict or None, got {type(options).__name__}")
+    seed = None
+    if est.random_state is not None:
+        seed = int(check_random_state(est.random_state).randint(np.iinfo(np.int32).max))
+    return est.posterior, dict(options), seed
+
+
+def _posterior_value(post: xr.DataTree, name: str) -> np.ndarray:
+    """Point value of a hyperparameter: the type-II ML value of a Gaussian posterior
+    (evidence, VRVM), else the posterior mean over chains and draws."""
+    if "gaussian_posterior" in post.children and name in post["gaussian_posterior"]:
+        return np.asarray(post["gaussian_posterior"][name].values)
+    return np.asarray(post["posterior"][name].mean(("chain", "draw")).values)
+
+
+def _call_fit(problem, method: str, seed: int | None, options: dict) -> xr.DataTree:
+    """:func:`fit`, without the library's notes on duplicate rows of ``X`` when it has some:
+    duplicates are ordinary in tabular data and handled exactly (an identical basis function
+    adds nothing to the evidence, so the copies are skipped as duplicates and at most one is
+    ever kept). Every other warning passes, including the one about a kernel width far larger
+    than the input range (the other cause of skipped near-duplicate basis functions)."""
+    with warnings.catch_warnings():
+        if np.unique(problem.X, axis=0).shape[0] < problem.X.shape[0]:
+            for message in (r"X has \d+ duplicate rows",
+                            r"\d+ candidate basis functions were skipped as numerical "
+                            "duplicates"):
+                warnings.filterwarnings("ignore", message=message, category=NumericalWarning)
+        return fit(problem, method, seed=seed, **options)
+
+
+def _learn_width(make_problem: Callable, X: np.ndarray, seed: int | None,
+                 options: dict) -> xr.DataTree:
+    """Evidence fit with the Gaussian width learned from the start of :func:`width_bounds`.
+    If the optimum lies below the lower bound, the constrained optimum is taken to be on
+    the bound (the evidence rises monotonically towards the degenerate small-width limit):
+    the model is refitted there and ``posterior_.attrs["width_at_bound"]`` is 1. Warnings
+    of the discarded fit are dropped, those of the returned fit are passed on."""
+    r_min, r0 = width_bounds(X)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        post = _call_fit(make_problem(GaussianKernel(r0), True), "evidence", seed, options)
+    if float(np.min(post.attrs["width"])) >= r_min:
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+        post.attrs["width_at_bound"] = 0
+        return post
+    post = _call_fit(make_problem(GaussianKernel(r_min), False), "evidence", seed, options)
+    post.attrs["width"] = np.array([r_min])
+    post.attrs["width_at_bound"] = 1
+    return post
+
+
+def _fit_posterior(est, make_problem: Callable, X: np.ndarray) -> xr.DataTree:
+    """``fit(problem, method=posterior)``. With ``width=None`` the width is learned by the
+    evidence (:func:`_learn_width`); other posteriors are then computed at that width."""
+    method, options, seed = _check_common(est)
+    kernel, learn = _make_kernel(est, X)
+    if not learn:
+        return _call_fit(make_problem(kernel, False), method, seed, options)
+    if method == "evidence":
+        return _learn_width(make_problem, X, seed, options)
+    width = float(_learn_width(make_problem, X, seed, {}).attrs["width"][0])
+    post = _call_fit(make_problem(GaussianKernel(width), False), method, seed, options)
+    post.attrs["width"] = np.array([width])
+    return post
+
+
+def _set_fitted(est, post: xr.DataTree, X: np.ndarray) -> None:
+    est.posterior_ = post
+    centre_index = np.asarray(post["constant_data"]["centre_index"].values)
+    est.relevance_ = centre_index[centre_index >= 0]
+    est.relevance_vectors_ = X[est.relevance_]
+    est.alpha_ = _posterior_value(post, "alpha")
+    width = post.attrs.get("width")
+    if width is None and isinstance(est.kernel, str) and est.kernel == "rbf":
+        width = np.atleast_1d(np.asarray(est.width, dtype=float))
+    est.width_ = None if width is None else (
+        float(width[0]) if np.size(width) == 1 else np.asarray(width, dtype=float))
+
+
+def _library_predicts(post: xr.DataTree) -> bool:
+    """Whether :func:`predict` serves this posterior: its kernel can be rebuilt from the
+    DataTree (every built-in kernel can, a user callable cannot) and its default predictive
+    kind is registered (sample-based regression predictives may not be yet)."""
+    kind = post.attrs.get("default_predict_kind")
+    return (json.loads(post.attrs["basis_spec"])["kernel"]["name"] != "callable"
+            and (kind is None or kind in PREDICT_KINDS[post.attrs["problem_kind"]]))
+
+
+def _design(post: xr.DataTree, kernel, X: np.ndarray) -> np.ndarray:
+    """Columns of ``post`` (dim ``basis``) at ``X``: the basis rebuilt from the DataTree, or
+    for a user callable (which the DataTree cannot store) from the ``kernel`` parameter."""
+    if json.loads(post.attrs["basis_spec"])["kernel"]["name"] != "callable":
+        basis, columns = basis_from_posterior(post)
+        return basis.design(X, columns=columns)
+    spec = json.loads(post.attrs["basis_spec"])
+    basis = Basis(as_kernel(kernel), post["constant_data"]["X"].values, bool(spec["bias"]),
+                  tuple(spec["extra"]))
+    pos = {lab: i for i, lab in enumerate(basis.labels)}
+    columns = np.array([pos[str(lab)] for lab in post["posterior"]["basis"].values], dtype=int)
+    return basis.design(X, columns=columns)
+
+
+def _regression_predictive(post: xr.DataTree, Phi: np.ndarray) -> Predictive:
+    """Predictive at the design rows ``Phi``: eqs. (21)-(22) for a Gaussian weight
+    posterior, else the moments of the mixture over the posterior draws of ``w``, ``beta``."""
+    if "gaussian_posterior" in post.children:
+        g = post["gaussian_posterior"]
+        mu, Sigma = g["mu"].values, g["Sigma"].values
+        var = 1.0 / float(g["beta"]) + np.einsum("ij,jk,ik->i", Phi, Sigma, Phi)
+        return Predictive(Phi @ mu, var, "rvm")
+    w = post["posterior"]["w"].values
+    F = w.reshape(-1, w.shape[-1]) @ Phi.T
+    noise = float(np.mean(1.0 / post["posterior"]["beta"].values))
+    return Predictive(F.mean(axis=0), F.var(axis=0) + noise, "samples")
+
+
+def _class_log_proba(post: xr.DataTree, Phi: np.ndarray) -> np.ndarray:
+    """Moderated log probabilities (:mod:`~sparsebayes.inference.class_predictive`) at the
+    design rows ``Phi`` for a Gaussian posterior, else the average over the draws of ``w``."""
+    from scipy.special import log_expit, log_softmax, logsumexp
+
+    from .class_predictive import moderated_bernoulli, moderated_softmax
+
+    if "gaussian_posterior" in post.children:
+        g = post["gaussian_posterior"]
+        mu, Sigma = g["mu"].values, g["Sigma"].values
+        if mu.ndim == 1:
+            m, s2 = Phi @ mu, np.einsum("ij,jk,ik->i", Phi, Sigma, Phi)
+            return np.column_stack([moderated_bernoulli(-m, s2), moderated_bernoulli(m, s2)])
+        P = np.einsum("ni,ikjl,nj->nkl", Phi, Sigma, Phi)
+        return moderated_softmax(Phi @ mu, P)
+    w = post["posterior"]["w"].values
+    w = w.reshape(-1, *w.shape[2:])
+    if w.ndim == 2:
+        f = w @ Phi.T
+        return np.column_stack([logsumexp(log_expit(-f), axis=0),
+                                logsumexp(log_expit(f), axis=0)]) - np.log(w.shape[0])
+    F = np.einsum("ni,sik->snk", Phi, w)
+    return logsumexp(log_softmax(F, axis=2), axis=0) - np.log(w.shape[0])
+
+
+class _RVMBase(BaseEstimator):
+    """Parameters shared by :class:`RVR` and :class:`RVC`."""
+
+    def __init__(self, kernel="rbf", width=None, *, degree=3, coef0=1.0, bias=True,
+                 prior=None, posterior="evidence", fit_options=None, random_state=None):
+        self.kernel = kernel
+        self.width = width
+        self.degree = degree
+        self.coef0 = coef0
+        self.bias = bias
+        self.prior = prior
+        self.posterior = posterior
+        self.fit_options = fit_options
+        self.random_state = random_state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = self.posterior in ("advi", "nuts") and self.random_state is None
+        return tags
+
+
+_PARAMS_DOC = """
+    Parameters
+    ----------
+    kernel : {"rbf", "linear", "poly", "linear_spline"} or callable, default="rbf"
+        Basis functions centred on the training inputs. "rbf" is Tipping's Gaussian
+        ``exp(-||x - c||^2 / width^2)`` (eq. 30; scikit-learn's ``gamma = 1 / width^2``);
+        "poly" is ``(x.c / n_features + coef0)^degree``; "linear_spline" is eq. (29) (one
+        feature only). A callable ``k(X, C) -> (n, m) array`` or a
+        :class:`sparsebayes.models.Kernel` is used as it is.
+    width : float, array of shape (n_features,) or None, default=None
+        Gaussian width ``r`` (kernel="rbf" only; ignored by other kernels, like ``gamma`` in
+        :class:`~sklearn.svm.SVC`). ``None``: maximise the evidence over the width too
+        (Tipping 2001 §4.3), starting from ``sqrt(sum_k var(x_k))`` = ``sqrt(n_features)``
+        on standardised inputs; for posteriors other than "evidence" this type-II ML width
+        is then held fixed. Standardise the inputs (``StandardScaler``) for one width to
+        suit every feature.
+    degree : int, default=3
+        Degree of the "poly" kernel.
+    coef0 : float, default=1.0
+        Constant of the "poly" kernel.
+    bias : bool, default=True
+        Include a bias basis function (its own precision ``alpha``).
+    prior : GammaPrior or None, default=None
+        Hyperprior on ``alpha`` (and ``beta``); ``None`` is the method's default (Tipping's
+        flat prior for "evidence" and "vrvm", a proper one for "advi" and "nuts").
+    posterior : {"evidence", "evidence-mackay", "vrvm", "advi", "nuts"}, default="evidence"
+        How ``fit`` computes the posterior (:func:`sparsebayes.inference.fit` ``method``):
+        type-II ML by Tipping & Faul's fast algorithm or by MacKay re-estimation, the
+        variational RVM, ADVI or NUTS.
+    fit_options : dict or None, default=None
+        Extra keyword arguments of the method (e.g. ``max_iter``, ``draws``, ``chains``).
+    random_state : int, RandomState or None, default=None
+        Seed of the posterior draws and samplers.
+"""
+
+_ATTRS_DOC = """
+    Attributes
+    ----------
+    posterior_ : xarray.DataTree
+        The posterior returned by :func:`sparsebayes.inference.fit`.
+    relevance_ : ndarray of shape (n_relevance,)
+        Training indices of the relevance vectors (kernel basis functions kept).
+    relevance_vectors_ : ndarray of shape (n_relevance, n_features)
+        The relevance vectors.
+    alpha_ : ndarray of shape (n_basis,)
+        Precisions of the weights of the basis functions kept (Tipping's ``alpha``; the
+        type-II ML values, or posterior means for sampled posteriors). Dimension ``basis`` of
+        ``posterior_`` labels them ("bias" or the training index).
+    width_ : float, ndarray or None
+        Gaussian width used (learned when ``width=None``); ``None`` for other kernels.
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during ``fit`` (only when ``X`` has string column names).
+"""
+
+
+# --------------------------------------------------------------------------------------------
+# Regression
+# --------------------------------------------------------------------------------------------
+
+
+class RVR(RegressorMixin, _RVMBase):
+    __doc__ = (
+        """Relevance vector regression (Tipping 2001, §2) as a scikit-learn regressor.
+"""
+        + _PARAMS_DOC
+        + """    noise_sd : float or None, default=None
+        Noise standard deviation; ``None`` estimates it (eq. 18).
+"""
+        + _ATTRS_DOC
+        + """    beta_ : float
+        Noise precision ``1 / sigma^2`` (scikit-learn's ARDRegression calls it ``alpha_``).
+
+    Examples
+    --------
+    >>> from sparsebayes.inference import RVR
+    >>> import numpy as np
+    >>> X = np.linspace(-10, 10, 50)[:, None]
+    >>> reg = RVR().fit(X, np.sinc(X[:, 0] / np.pi))
+    >>> mean, std = reg.predict(X, return_std=True)
+"""
+    )
+
+    def __init__(self, kernel="rbf", width=None, *, degree=3, coef0=1.0, bias=True,
+                 noise_sd=None, prior=None, posterior="evidence", fit_options=None,
+                 random_state=None):
+        super().__init__(kernel, width, degree=degree, coef0=coef0, bias=bias, prior=prior,
+                         posterior=posterior, fit_options=fit_options,
+                         random_state=random_state)
+        self.noise_sd = noise_sd
+
+    def fit(self, X, y) -> RVR:
+        """Fit the posterior of the weights and hyperparameters to ``(X, y)``."""
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True,
+                             ensure_min_samples=2)
+        if self.noise_sd is not None and (
+                not isinstance(self.noise_sd, numbers.Real) or not self.noise_sd > 0):
+            raise ValueError(f"noise_sd must be None or a number > 0, got {self.noise_sd!r}")
+
+        def problem(kernel, learn):
+            return RVMRegression(X, y, kernel=kernel, bias=self.bias, noise_sd=self.noise_sd,
+                                 prior=self.prior, learn_width=learn)
+
+        post = _fit_posterior(self, problem, X)
+        _set_fitted(self, post, X)
+        self.beta_ = float(_posterior_value(post, "beta"))
+        return self
+
+    def predict(self, X, return_std: bool = False):
+        """Predictive mean, and with ``return_std`` the predictive standard deviation
+        ``sqrt(1/beta + phi(x)^T Sigma phi(x))`` (eqs. 21-22; it includes the noise)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        post = self.posterior_
+        if _library_predicts(post):
+            pred = predict(post, X)
+        else:
+            pred = _regression_predictive(post, _design(post, self.kernel, X))
+        return (pred.mean, np.sqrt(pred.var)) if return_std else pred.mean
+
+
+# --------------------------------------------------------------------------------------------
+# Classification
+# --------------------------------------------------------------------------------------------
+
+
+class RVC(ClassifierMixin, _RVMBase):
+    __doc__ = (
+        """Relevance vector classification (Tipping 2001, §3) as a scikit-learn classifier:
+    Bernoulli-logit for two classes (eq. 23), one softmax model for K > 2 (eq. 28).
+"""
+        + _PARAMS_DOC
+        + _ATTRS_DOC
+        + """    classes_ : ndarray of shape (n_classes,)
+        Class labels.
+"""
+    )
+
+    def fit(self, X, y) -> RVC:
+        """Fit the posterior of the weights and hyperparameters to ``(X, y)``."""
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+        check_classification_targets(y)
+        self.classes_, codes = np.unique(y, return_inverse=True)
+        if self.classes_.size < 2:
+            raise ValueError(
+                f"RVC needs samples of at least 2 classes in the data, but the data contain "
+                f"only one class: {self.classes_[0]!r}")
+
+        def problem(kernel, learn):
+            return RVMClassification(X, codes, kernel=kernel, bias=self.bias, prior=self.prior,
+                                     learn_width=learn)
+
+        post = _fit_posterior(self, problem, X)
+        _set_fitted(self, post, X)
+        return self
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities (n_samples, n_classes), columns in the order of ``classes_``."""
+        return np.exp(self.predict_log_proba(X))
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        """Log class probabilities: the moderated output for the Laplace (evidence)
+        posterior (MacKay's probit approximation for two classes; quasi-Monte Carlo over the
+        logits' Gaussian for the softmax), the average over draws otherwise."""
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        post = self.posterior_
+        if _library_predicts(post):
+            return np.asarray(predict(post, X).log_proba)
+        return _class_log_proba(post, _design(post, self.kernel, X))
+
+    def decision_function(self, X) -> np.ndarray:
+        """Log-odds of ``classes_[1]`` (two classes) or log-probabilities (n, K)."""
+        logp = self.predict_log_proba(X)
+        if self.classes_.size == 2:
+            return logp[:, 1] - logp[:, 0]
+        return logp
+
+    def predict(self, X) -> np.ndarray:
+        """The most probable class."""
+        check_is_fitted(self)
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]

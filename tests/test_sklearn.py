@@ -1,0 +1,643 @@
+"""scikit-learn estimators RVR and RVC: scikit-learn's own estimator checks, equality with the
+library's ``fit``/``predict`` they wrap, the scikit-learn tool chain, bad input, properties
+over random small inputs (hypothesis), and the comparisons with ARDRegression and SVR/SVC on
+scikit-learn's bundled data sets."""
+
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from scipy import stats
+from sklearn.base import clone
+from sklearn.calibration import CalibratedClassifierCV
+from sklearn.datasets import load_breast_cancer, load_diabetes, make_classification
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import ARDRegression
+from sklearn.metrics import log_loss
+from sklearn.metrics.pairwise import polynomial_kernel, rbf_kernel
+from sklearn.model_selection import GridSearchCV, KFold, cross_val_score, train_test_split
+from sklearn.neighbors import NearestNeighbors
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import SVC, SVR
+from sklearn.utils.estimator_checks import parametrize_with_checks
+from threadpoolctl import threadpool_limits
+
+from sparsebayes.inference import FIT_METHODS, RVC, RVR, fit, predict
+from sparsebayes.inference.results import basis_from_posterior
+from sparsebayes.inference.sklearn import width_bounds
+from sparsebayes.models import (
+    GaussianKernel,
+    NumericalWarning,
+    RVMClassification,
+    RVMRegression,
+    SparseBayesWarning,
+)
+
+# --------------------------------------------------------------------------------------------
+# scikit-learn's estimator checks
+# --------------------------------------------------------------------------------------------
+
+ALPHA_FLOOR = r"\d+ weight precision\(s\) hit the floor"  # laplace.py, separable classes
+
+# Library warnings that a check provokes on purpose, with the reason they are expected; any
+# other SparseBayesWarning in a check is an error (pyproject filterwarnings).
+EXPECTED_WARNINGS = {
+    ("RVC", "check_fit_check_is_fitted"): (
+        NumericalWarning, ALPHA_FLOOR,
+        "the check fits random labels (randint) on Gaussian noise; the Laplace evidence "
+        "drives one weight precision to its floor, and RVC passes that library warning on"),
+}
+
+
+@pytest.mark.slow
+@parametrize_with_checks([RVR(), RVC()])
+def test_sklearn_estimator_checks(estimator, check):
+    """Every check runs; none is skipped or marked xfail by us. The one skip scikit-learn
+    itself makes, ``check_array_api_input`` ("SCIPY_ARRAY_API is not set: not checking
+    array_api input"), is run with that variable set in
+    :func:`test_array_api_check_with_scipy_array_api_set`."""
+    name = getattr(check, "func", check).__name__
+    expected = EXPECTED_WARNINGS.get((type(estimator).__name__, name))
+    with warnings.catch_warnings():
+        if expected is not None:
+            warnings.filterwarnings("ignore", message=expected[1], category=expected[0])
+        check(estimator)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["RVR", "RVC"])
+def test_array_api_check_with_scipy_array_api_set(name):
+    """scikit-learn skips ``check_array_api_input`` unless SCIPY_ARRAY_API is set before
+    SciPy is imported, so it runs here in a fresh interpreter with the variable set."""
+    code = textwrap.dedent(f"""
+        from sklearn.utils.estimator_checks import check_array_api_input
+        from sparsebayes.inference import {name}
+        check_array_api_input("{name}", {name}(), array_namespace="numpy",
+                              expect_only_array_outputs=False)
+        print("ok")
+    """)
+    env = dict(os.environ, SCIPY_ARRAY_API="1")
+    out = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", code], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+# --------------------------------------------------------------------------------------------
+# The estimators are the library's fit and predict
+# --------------------------------------------------------------------------------------------
+
+
+def sinc_data(n=60, seed=0, noise=0.1):
+    rng = np.random.default_rng(seed)
+    X = np.sort(rng.uniform(-10, 10, n))[:, None]
+    return X, np.sinc(X[:, 0] / np.pi) + noise * rng.standard_normal(n)
+
+
+def blob_data(n=80, n_classes=2, seed=0):
+    X, y = make_classification(n_samples=n, n_features=2, n_informative=2, n_redundant=0,
+                               n_classes=n_classes, n_clusters_per_class=1, class_sep=1.0,
+                               flip_y=0.1, random_state=seed)
+    return X, y
+
+
+def test_rvr_equals_library_fit_and_predict():
+    X, y = sinc_data()
+    reg = RVR(width=3.0, random_state=0).fit(X, y)
+    post = fit(RVMRegression(X, y, kernel=GaussianKernel(3.0)), "evidence")
+    ref = predict(post, X[::3])
+    mean, std = reg.predict(X[::3], return_std=True)
+    np.testing.assert_allclose(mean, ref.mean, rtol=1e-12)
+    np.testing.assert_allclose(std, np.sqrt(ref.var), rtol=1e-12)
+    g = post["gaussian_posterior"]
+    np.testing.assert_allclose(reg.alpha_, g["alpha"].values, rtol=1e-12)
+    assert reg.beta_ == pytest.approx(float(g["beta"]), rel=1e-12)
+    labels = post["posterior"]["basis"].values
+    assert list(reg.posterior_["posterior"]["basis"].values) == list(labels)
+    kernel_cols = [int(lab) for lab in labels if lab != "bias"]
+    np.testing.assert_array_equal(reg.relevance_, kernel_cols)
+    np.testing.assert_array_equal(reg.relevance_vectors_, X[kernel_cols])
+    assert reg.width_ == 3.0 and reg.n_features_in_ == 1
+    assert reg.posterior_.attrs["method"] == "evidence"
+
+
+def test_rvr_learned_width_is_the_library_evidence_optimum():
+    """``width=None`` = ``fit(problem, learn_width=True)`` started at ``width_bounds``; on
+    sinc (signal) the optimum is inside the bound, so nothing else is done."""
+    X, y = sinc_data(n=80, seed=1)
+    reg = RVR().fit(X, y)
+    r_min, r0 = width_bounds(X)
+    post = fit(RVMRegression(X, y, kernel=GaussianKernel(r0), learn_width=True), "evidence")
+    assert reg.posterior_.attrs["width_at_bound"] == 0
+    assert reg.width_ == pytest.approx(float(post.attrs["width"][0]), rel=1e-12)
+    assert reg.width_ > r_min
+    np.testing.assert_allclose(reg.predict(X), predict(post, X).mean, rtol=1e-12)
+    # Tipping (2001) §4.3 learns widths on sinc; the optimum fits the function well
+    assert np.sqrt(np.mean((reg.predict(X) - np.sinc(X[:, 0] / np.pi)) ** 2)) < 0.05
+
+
+def test_width_bounds_on_a_grid():
+    """r0 = sqrt(sum_k var(x_k)), r_min = 2 * median nearest-neighbour distance, by hand on a
+    regular 2-D grid of spacing h (nearest distinct neighbour at exactly h; a duplicated
+    row does not count)."""
+    h = 0.5
+    g = np.arange(6) * h
+    X = np.array([(a, b) for a in g for b in g])
+    X = np.vstack([X, X[:3]])
+    r_min, start = width_bounds(X)
+    assert r_min == pytest.approx(2 * h, rel=1e-12)
+    assert start == pytest.approx(np.sqrt(np.var(X[:, 0]) + np.var(X[:, 1])), rel=1e-12)
+    assert width_bounds(np.ones((5, 2))) == (1.0, 1.0)
+
+
+def test_width_bound_stops_the_degenerate_small_width_optimum():
+    """On pure noise (true beta = 1) the evidence keeps rising as the width shrinks below the
+    input spacing (Phi -> [1, I]: one free variance per point): the free optimum keeps every
+    point and drives the noise towards its floor. The bound keeps the fit at r_min with a
+    sane noise estimate and few relevance vectors."""
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((60, 4)), rng.standard_normal(60)
+    r_min, r0 = width_bounds(X)
+    dist = NearestNeighbors(n_neighbors=2).fit(X).kneighbors(X)[0][:, 1]
+    assert r_min == pytest.approx(2 * np.median(dist))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "the noise estimate hit its floor", NumericalWarning)
+        free = fit(RVMRegression(X, y, kernel=GaussianKernel(r0), learn_width=True),
+                   "evidence")
+    assert free.attrs["width"][0] < r_min
+    assert float(free["gaussian_posterior"]["beta"]) > 1e4
+    assert free.attrs["n_relevant"] > 55
+    reg = RVR().fit(X, y)  # no warning: the degenerate fit is replaced
+    assert reg.posterior_.attrs["width_at_bound"] == 1
+    assert reg.width_ == pytest.approx(r_min)
+    assert 0.5 < reg.beta_ < 2.0
+    assert reg.relevance_.size < 15
+
+
+def test_rvr_duplicate_rows_need_no_warning_and_fit_once():
+    """Duplicated inputs are ordinary in tabular data: RVR does not pass the library's note
+    on; an identical basis function is never kept twice."""
+    X, y = sinc_data(n=40)
+    X2, y2 = np.vstack([X, X[:10]]), np.concatenate([y, y[:10] + 0.01])
+    reg = RVR(width=3.0).fit(X2, y2)
+    kept = X2[reg.relevance_, 0]
+    assert np.unique(kept).size == kept.size
+    with pytest.warns(NumericalWarning) as record:
+        post = fit(RVMRegression(X2, y2, kernel=GaussianKernel(3.0)), "evidence")
+    assert all("duplicate" in str(w.message) for w in record)
+    np.testing.assert_allclose(reg.predict(X2), predict(post, X2).mean, rtol=1e-12)
+
+
+def pure_rbf(X, C):
+    """Tipping's Gaussian with width 2 through scikit-learn's rbf_kernel (gamma = 1/r^2)."""
+    return rbf_kernel(X, C, gamma=0.25)
+
+
+def test_callable_kernel_equals_named_kernel():
+    """A callable kernel is predicted by the estimator's own design (the DataTree cannot
+    store the callable): same numbers as the named kernel through the library's predict."""
+    X, y = sinc_data()
+    a = RVR(kernel="rbf", width=2.0).fit(X, y)
+    b = RVR(kernel=pure_rbf).fit(X, y)
+    Xn = np.linspace(-12, 12, 31)[:, None]
+    for u, v in zip(a.predict(Xn, return_std=True), b.predict(Xn, return_std=True)):
+        np.testing.assert_allclose(u, v, rtol=1e-9)
+    assert b.width_ is None
+    Xc, yc = blob_data(n_classes=3)
+    pa = RVC(width=2.0).fit(Xc, yc).predict_proba(Xc)
+    pb = RVC(kernel=pure_rbf).fit(Xc, yc).predict_proba(Xc)
+    np.testing.assert_allclose(pa, pb, atol=1e-9)
+
+
+def test_named_kernels_are_the_documented_functions():
+    """Basis columns of each named kernel against scikit-learn's pairwise kernels and
+    Tipping's eq. (29)."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((30, 3))
+    y = X[:, 0] - X[:, 1] ** 2 + 0.1 * rng.standard_normal(30)
+    cases = {
+        "rbf": (dict(width=1.5), rbf_kernel(X, X, gamma=1 / 1.5**2)),
+        "linear": ({}, X @ X.T),
+        "poly": (dict(degree=2, coef0=0.5), polynomial_kernel(X, X, degree=2, gamma=1 / 3,
+                                                              coef0=0.5)),
+    }
+    for name, (params, K) in cases.items():
+        reg = RVR(kernel=name, **params).fit(X, y)
+        spec = reg.posterior_.attrs["basis_spec"]
+        basis, _ = basis_from_posterior(reg.posterior_)
+        np.testing.assert_allclose(basis.design(X)[:, 1:], K, rtol=1e-10, err_msg=spec)
+    x = np.linspace(-1, 1, 7)[:, None]
+    reg = RVR(kernel="linear_spline").fit(x, np.sin(3 * x[:, 0]))
+    basis, _ = basis_from_posterior(reg.posterior_)
+    xi, ci = x[:, :1], x[:, 0][None, :]
+    m = np.minimum(xi, ci)
+    eq29 = 1 + xi * ci + xi * ci * m - (xi + ci) / 2 * m**2 + m**3 / 3
+    np.testing.assert_allclose(basis.design(x)[:, 1:], eq29, rtol=1e-12)
+
+
+def test_rvc_equals_library_fit_and_predict_with_string_labels():
+    X, y = blob_data(seed=2)
+    labels = np.array(["no", "yes"])[y]
+    clf = RVC(width=1.5).fit(X, labels)
+    post = fit(RVMClassification(X, y, kernel=GaussianKernel(1.5)), "evidence")
+    ref = predict(post, X)
+    np.testing.assert_array_equal(clf.classes_, ["no", "yes"])
+    np.testing.assert_allclose(clf.predict_proba(X), ref.proba, rtol=1e-12)
+    np.testing.assert_array_equal(clf.predict(X), np.array(["no", "yes"])[ref.label])
+    np.testing.assert_allclose(clf.predict_log_proba(X), np.log(ref.proba), rtol=1e-10)
+    d = clf.decision_function(X)
+    np.testing.assert_allclose(d, np.log(ref.proba[:, 1] / ref.proba[:, 0]), rtol=1e-9)
+    assert clf.score(X, labels) == pytest.approx(np.mean(clf.predict(X) == labels))
+    np.testing.assert_allclose(clf.alpha_, post["gaussian_posterior"]["alpha"].values)
+
+
+def test_rvc_multiclass_is_one_softmax_model():
+    """K = 3: one softmax posterior (eq. 28), weights on dims (basis, class), not K binary
+    one-vs-rest fits."""
+    X, y = blob_data(n=90, n_classes=3, seed=4)
+    clf = RVC(width=1.5).fit(X, y)
+    post = clf.posterior_
+    assert post.attrs["likelihood"] == "softmax"
+    assert post["posterior"]["w"].dims == ("chain", "draw", "basis", "class")
+    p = clf.predict_proba(X)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=1e-12)
+    assert clf.decision_function(X).shape == (90, 3)
+    np.testing.assert_array_equal(np.argmax(clf.decision_function(X), axis=1),
+                                  np.argmax(p, axis=1))
+    assert clf.score(X, y) > 0.7
+
+
+# --------------------------------------------------------------------------------------------
+# Other posteriors
+# --------------------------------------------------------------------------------------------
+
+
+def test_evidence_mackay_posterior_at_the_evidence_width():
+    """posterior != "evidence" with width=None: the width is learned by the fast evidence,
+    then the posterior is computed at that width by its own method."""
+    X, y = sinc_data(n=50, seed=5)
+    fast = RVR().fit(X, y)
+    options = {"max_iter": 20000}  # MacKay's re-estimation converges slowly (~1e4 steps)
+    mk = RVR(posterior="evidence-mackay", fit_options=options).fit(X, y)
+    assert mk.width_ == pytest.approx(fast.width_, rel=1e-12)
+    assert mk.posterior_.attrs["method"] == "evidence-mackay"
+    ref = fit(RVMRegression(X, y, kernel=GaussianKernel(fast.width_)), "evidence-mackay",
+              **options)
+    np.testing.assert_allclose(mk.predict(X), predict(ref, X).mean, rtol=1e-10)
+
+
+def _registered(method, kind="regression"):
+    if method not in FIT_METHODS[kind]:
+        pytest.skip(f"fit method {method!r} is not registered in FIT_METHODS[{kind!r}] yet")
+
+
+def mixture_moments(post, X):
+    """Predictive mean and variance of the mixture over the posterior draws, by hand."""
+    basis, cols = basis_from_posterior(post)
+    Phi = basis.design(X, columns=cols)
+    F = np.einsum("cdm,nm->cdn", post["posterior"]["w"].values, Phi).reshape(-1, len(X))
+    noise = np.mean(1 / post["posterior"]["beta"].values)
+    return F.mean(axis=0), F.var(axis=0) + noise
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method, options", [
+    ("vrvm", {}),
+    ("advi", {"draws": 200}),
+    ("nuts", {"draws": 500, "tune": 500, "chains": 2}),
+])
+def test_rvr_other_posteriors_are_the_library_fit(method, options):
+    """posterior= is fit(problem, method): same posterior as the library's (same seed), and
+    predictions from it (Gaussian eqs. 21-22 for VRVM, the mixture over draws otherwise)."""
+    _registered(method)
+    X, y = sinc_data(n=30, seed=6)
+    reg = RVR(width=3.0, posterior=method, fit_options=options, random_state=1).fit(X, y)
+    assert reg.posterior_.attrs["method"] == method
+    if method == "nuts":  # a second run costs 10 s: check the predictions against its draws
+        post = reg.posterior_
+    else:
+        seed = int(np.random.RandomState(1).randint(np.iinfo(np.int32).max))
+        post = fit(RVMRegression(X, y, kernel=GaussianKernel(3.0)), method, seed=seed,
+                   **options)
+        np.testing.assert_allclose(reg.posterior_["posterior"]["w"].values,
+                                   post["posterior"]["w"].values, rtol=1e-6, atol=1e-8)
+    mean, std = reg.predict(X, return_std=True)
+    if "gaussian_posterior" in post.children:
+        ref = predict(post, X)
+        ref_mean, ref_var = ref.mean, ref.var
+    else:
+        ref_mean, ref_var = mixture_moments(post, X)
+    np.testing.assert_allclose(mean, ref_mean, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(std, np.sqrt(ref_var), rtol=1e-6)
+    assert np.sqrt(np.mean((mean - np.sinc(X[:, 0] / np.pi)) ** 2)) < 0.1  # noise sd 0.1
+
+
+@pytest.mark.slow
+def test_rvc_advi_posterior_probabilities_average_the_draws():
+    _registered("advi", "classification")
+    X, y = blob_data(n=40, seed=2)
+    options = {"learning_rate": 1e-3}  # the default 1e-2 diverges (NaN) on these data
+    clf = RVC(width=1.5, posterior="advi", fit_options=options, random_state=1).fit(X, y)
+    assert clf.posterior_.attrs["method"] == "advi"
+    p = clf.predict_proba(X)
+    basis, cols = basis_from_posterior(clf.posterior_)
+    f = clf.posterior_["posterior"]["w"].values.reshape(-1, len(cols)) @ basis.design(
+        X, columns=cols).T
+    np.testing.assert_allclose(p[:, 1], np.mean(1 / (1 + np.exp(-f)), axis=0), rtol=1e-6)
+    assert clf.score(X, y) > 0.8
+
+
+# --------------------------------------------------------------------------------------------
+# The scikit-learn tool chain
+# --------------------------------------------------------------------------------------------
+
+
+def test_grid_search_picks_the_best_cross_validated_width():
+    """GridSearchCV over widths equals the argmax of cross_val_score done by hand."""
+    X, y = sinc_data(n=60, seed=7, noise=0.2)
+    widths = [0.5, 2.0, 8.0]
+    cv = KFold(4, shuffle=True, random_state=0)
+    pipe = make_pipeline(StandardScaler(), RVR())
+    gs = GridSearchCV(pipe, {"rvr__width": widths}, cv=cv).fit(X, y)
+    by_hand = [cross_val_score(clone(pipe).set_params(rvr__width=w), X, y, cv=cv).mean()
+               for w in widths]
+    np.testing.assert_allclose(gs.cv_results_["mean_test_score"], by_hand, rtol=1e-12)
+    assert gs.best_params_["rvr__width"] == widths[int(np.argmax(by_hand))]
+
+
+def test_pickle_round_trip_identical_predictions():
+    X, y = sinc_data()
+    reg = RVR().fit(X, y)
+    reg2 = pickle.loads(pickle.dumps(reg))
+    np.testing.assert_array_equal(reg.predict(X, return_std=True)[1],
+                                  reg2.predict(X, return_std=True)[1])
+    Xc, yc = blob_data(n_classes=3)
+    clf = RVC(kernel=pure_rbf).fit(Xc, yc)
+    clf2 = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(clf.predict_proba(Xc), clf2.predict_proba(Xc))
+
+
+def test_clone_and_params_unchanged():
+    reg = RVR(kernel="poly", degree=2, fit_options={"max_iter": 500})
+    c = clone(reg)
+    assert c.get_params() == reg.get_params()
+    X, y = sinc_data()
+    reg.fit(X, y)
+    assert reg.fit_options == {"max_iter": 500} and reg.width is None
+    with pytest.raises(NotFittedError):
+        c.predict(X)
+
+
+def test_feature_names_from_a_dataframe():
+    pd = pytest.importorskip("pandas")
+    X, y = blob_data()
+    df = pd.DataFrame(X, columns=["a", "b"])
+    clf = RVC(width=1.5).fit(df, y)
+    np.testing.assert_array_equal(clf.feature_names_in_, ["a", "b"])
+    with pytest.raises(ValueError, match="feature names"):
+        clf.predict(pd.DataFrame(X, columns=["b", "a"]))
+
+
+# --------------------------------------------------------------------------------------------
+# Bad input (besides scikit-learn's checks): errors name the argument
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("est, error, match", [
+    (RVR(width=0.0), ValueError, "width"),
+    (RVR(width=-1.0), ValueError, "width"),
+    (RVR(width=np.nan), ValueError, "width"),
+    (RVR(width=[1.0, 2.0, 3.0]), ValueError, "width has 3 values"),
+    (RVR(kernel="sigmoid"), ValueError, "kernel must be one of"),
+    (RVR(kernel=3), TypeError, "kernel must be"),
+    (RVR(posterior="mcmc"), ValueError, "posterior must be one of"),
+    (RVR(kernel="poly", degree=0), ValueError, "degree"),
+    (RVR(kernel="linear_spline"), ValueError, "needs 1 feature"),
+    (RVR(noise_sd=0.0), ValueError, "noise_sd"),
+    (RVR(prior=(1, 1, 1, 1)), TypeError, "prior"),
+    (RVR(fit_options=[("max_iter", 3)]), TypeError, "fit_options"),
+    (RVR(fit_options={"max_iter": 0}), ValueError, "max_iter"),
+    (RVR(bias="yes"), TypeError, "bias"),
+    (RVC(width=0.0), ValueError, "width"),
+    (RVC(posterior="laplace"), ValueError, "posterior must be one of"),
+])
+def test_bad_parameters_raise_at_fit(est, error, match):
+    X = np.random.default_rng(0).standard_normal((20, 2))
+    y = (X[:, 0] > 0).astype(int) if isinstance(est, RVC) else X[:, 0]
+    with pytest.raises(error, match=match):
+        est.fit(X, y)
+
+
+def test_documented_target_errors():
+    X = np.random.default_rng(0).standard_normal((10, 2))
+    with pytest.raises(ValueError, match="t is constant"):
+        RVR().fit(X, np.ones(10))
+    with pytest.raises(ValueError, match="Unknown label type"):
+        RVC().fit(X, np.linspace(0, 1, 10))
+    with pytest.raises(ValueError, match="only one class"):
+        RVC().fit(X, np.zeros(10))
+
+
+# --------------------------------------------------------------------------------------------
+# Properties over random small inputs
+# --------------------------------------------------------------------------------------------
+
+finite = st.floats(-5, 5, allow_nan=False, allow_infinity=False, width=64)
+
+
+@st.composite
+def small_regression(draw):
+    n = draw(st.integers(4, 20))
+    d = draw(st.integers(1, 3))
+    X = draw(hnp.arrays(np.float64, (n, d), elements=finite))
+    y = draw(hnp.arrays(np.float64, (n,), elements=finite))
+    width = draw(st.one_of(st.none(), st.floats(0.1, 10)))
+    return X, y, width
+
+
+@st.composite
+def small_classification(draw):
+    n = draw(st.integers(6, 24))
+    d = draw(st.integers(1, 3))
+    K = draw(st.integers(2, 3))
+    X = draw(hnp.arrays(np.float64, (n, d), elements=finite))
+    y = draw(hnp.arrays(np.int64, (n,), elements=st.integers(0, K - 1)))
+    width = draw(st.one_of(st.none(), st.floats(0.1, 10)))
+    return X, y, width
+
+
+PROPERTY = settings(max_examples=25, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY
+@given(small_regression())
+def test_property_rvr_predictions_finite_and_variance_positive(data):
+    X, y, width = data
+    if np.ptp(y) == 0:
+        with pytest.raises(ValueError, match="t is constant"):
+            RVR(width=width).fit(X, y)
+        return
+    with warnings.catch_warnings():
+        # degenerate random data may legitimately warn (noise floor, jitter); the property is
+        # about the numbers returned, which must be usable whatever was warned
+        warnings.simplefilter("ignore", SparseBayesWarning)
+        reg = RVR(width=width).fit(X, y)
+    Xn = np.vstack([X, X + 0.5, np.full((1, X.shape[1]), 100.0)])
+    mean, std = reg.predict(Xn, return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std))
+    assert np.all(std > 0)
+    assert np.all(np.isfinite(reg.alpha_)) and reg.beta_ > 0
+
+
+@PROPERTY
+@given(small_classification())
+def test_property_rvc_probabilities_are_distributions(data):
+    X, y, width = data
+    if np.unique(y).size < 2:
+        with pytest.raises(ValueError, match="only one class"):
+            RVC(width=width).fit(X, y)
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SparseBayesWarning)
+        clf = RVC(width=width).fit(X, y)
+    Xn = np.vstack([X, X + 0.5, np.full((1, X.shape[1]), 100.0)])
+    p = clf.predict_proba(Xn)
+    assert p.shape == (Xn.shape[0], np.unique(y).size)
+    assert np.all(np.isfinite(p)) and np.all(p >= 0) and np.all(p <= 1)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=1e-10)
+    np.testing.assert_array_equal(clf.predict(Xn), clf.classes_[np.argmax(p, axis=1)])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(["nan", "inf", "features", "1d", "empty", "complex"]),
+       st.integers(1, 4))
+def test_property_invalid_inputs_raise_value_error(kind, n):
+    """NaN, inf, 1-D, empty and complex X raise ValueError in fit and predict; the wrong
+    number of features raises ValueError in predict (scikit-learn's own messages)."""
+    X, y = sinc_data(n=20)
+    reg = RVR(width=2.0).fit(X, y)
+    bad = {"nan": np.full((n, 1), np.nan), "inf": np.full((n, 1), -np.inf),
+           "features": np.zeros((n, 2)), "1d": np.zeros(n), "empty": np.zeros((0, 1)),
+           "complex": np.full((n, 1), 1 + 1j)}[kind]
+    match = {"nan": "NaN", "inf": "infinity", "features": "features", "1d": "2D array",
+             "empty": "0 sample", "complex": "Complex"}[kind]
+    with pytest.raises(ValueError, match=match):
+        reg.predict(bad)
+    if kind != "features":
+        with pytest.raises(ValueError, match=match):
+            RVR().fit(bad, np.arange(len(bad), dtype=float))
+
+
+# --------------------------------------------------------------------------------------------
+# Comparisons with scikit-learn on its bundled data (issue 6)
+# --------------------------------------------------------------------------------------------
+
+SPLITS = range(5)
+
+
+def standardised_split(X, y, seed, stratify=False):
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, random_state=seed,
+                                          stratify=y if stratify else None)
+    sc = StandardScaler().fit(Xtr)
+    return sc.transform(Xtr), sc.transform(Xte), ytr, yte
+
+
+def not_worse(loss_a, loss_b) -> float:
+    """p-value of a one-sided paired t-test of "a's per-point losses exceed b's"."""
+    return stats.ttest_rel(loss_a, loss_b, alternative="greater").pvalue
+
+
+@pytest.mark.slow
+def test_diabetes_rvr_vs_ard_on_the_same_basis_and_cross_validated_svr():
+    """Issue 6 on scikit-learn's diabetes data (80/20 splits, standardised inputs), three
+    splits pooled. "Matches" = mean test RMSE within 2% and a one-sided paired t-test on the
+    pooled squared errors does not find RVR worse (p > 0.05).
+
+    * RVR (width by the evidence) vs ARDRegression on the same design [1, K] (the same model,
+      MacKay-style updates): matches.
+    * RVR with its width by cross-validation, as SVR gets C and epsilon: matches or beats SVR.
+    * Both RVRs keep at most 1/5 of SVR's support vectors.
+    """
+    X, y = load_diabetes(return_X_y=True)
+    se = {k: [] for k in ("rvr", "ard", "rvr_cv", "svr")}
+    rmse = {k: [] for k in se}
+    with threadpool_limits(1, "blas"):
+        for seed in range(3):
+            Xtr, Xte, ytr, yte = standardised_split(X, y, seed)
+            rvr = RVR().fit(Xtr, ytr)
+            gamma = 1 / rvr.width_**2
+            K = np.column_stack([np.ones(len(Xtr)), rbf_kernel(Xtr, Xtr, gamma=gamma)])
+            Kte = np.column_stack([np.ones(len(Xte)), rbf_kernel(Xte, Xtr, gamma=gamma)])
+            ard = ARDRegression(fit_intercept=False).fit(K, ytr)
+            rvr_cv = GridSearchCV(RVR(), {"width": [2.5, 3.5, 5.0, 7.0, 10.0]}, cv=3)
+            rvr_cv.fit(Xtr, ytr)
+            sd = np.std(ytr)
+            svr = GridSearchCV(SVR(), {"C": np.logspace(-1, 3, 9),
+                                       "epsilon": sd * np.array([0.01, 0.1, 0.3, 0.6, 1.0])},
+                               cv=5).fit(Xtr, ytr)
+            preds = {"rvr": rvr.predict(Xte), "ard": ard.predict(Kte),
+                     "rvr_cv": rvr_cv.predict(Xte), "svr": svr.predict(Xte)}
+            for k, p in preds.items():
+                se[k].append((p - yte) ** 2)
+                rmse[k].append(np.sqrt(np.mean((p - yte) ** 2)))
+            n_sv = svr.best_estimator_.support_.size
+            assert rvr.relevance_.size <= n_sv / 5
+            assert rvr_cv.best_estimator_.relevance_.size <= n_sv / 5
+    se = {k: np.concatenate(v) for k, v in se.items()}
+    mean = {k: float(np.mean(v)) for k, v in rmse.items()}
+    print("diabetes mean test RMSE over 3 splits:", mean)
+    assert mean["rvr"] <= 1.02 * mean["ard"]
+    assert not_worse(se["rvr"], se["ard"]) > 0.05
+    assert mean["rvr_cv"] <= 1.02 * mean["svr"]
+    assert not_worse(se["rvr_cv"], se["svr"]) > 0.05
+
+
+@pytest.mark.slow
+def test_breast_cancer_rvc_vs_cross_validated_svc():
+    """Issue 6 on scikit-learn's breast-cancer data (stratified 80/20 splits, standardised),
+    three splits pooled. SVC: C by 5-fold CV; its probabilities by Platt scaling,
+    ``CalibratedClassifierCV(SVC(C), ensemble=False)`` (what ``SVC(probability=True)``
+    computes; the ``probability`` flag is deprecated in scikit-learn 1.9). RVC with its width
+    by cross-validated log loss, as SVC gets C by CV:
+
+    * test error within 1.5 percentage points of SVC's;
+    * at most 1/5 of SVC's support vectors;
+    * lower test log loss than the Platt-scaled SVC.
+
+    The data are nearly linearly separable: at the wider widths of the grid the Laplace
+    evidence puts a few weight precisions on their floor and the library warns. RVC passes
+    that warning on; here it is let through unraised (it would otherwise turn those fits
+    into failures, i.e. remove the widths from the grid).
+    """
+    X, y = load_breast_cancer(return_X_y=True)
+    err = {"rvc": [], "svc": []}
+    loss = {"rvc": [], "svc": []}
+    with threadpool_limits(1, "blas"), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ALPHA_FLOOR, NumericalWarning)
+        for seed in range(3):
+            Xtr, Xte, ytr, yte = standardised_split(X, y, seed, stratify=True)
+            rvc = GridSearchCV(RVC(), {"width": [4.0, 6.0, 9.0, 13.0, 20.0]}, cv=3,
+                               scoring="neg_log_loss").fit(Xtr, ytr)
+            svc = GridSearchCV(SVC(), {"C": np.logspace(-2, 3, 11)}, cv=5).fit(Xtr, ytr)
+            platt = CalibratedClassifierCV(SVC(C=svc.best_params_["C"]), ensemble=False)
+            platt.fit(Xtr, ytr)
+            err["rvc"].append(np.mean(rvc.predict(Xte) != yte))
+            err["svc"].append(np.mean(svc.predict(Xte) != yte))
+            loss["rvc"].append(log_loss(yte, rvc.predict_proba(Xte)))
+            loss["svc"].append(log_loss(yte, platt.predict_proba(Xte)))
+            assert rvc.best_estimator_.relevance_.size <= svc.best_estimator_.support_.size / 5
+    mean_err = {k: float(np.mean(v)) for k, v in err.items()}
+    mean_loss = {k: float(np.mean(v)) for k, v in loss.items()}
+    print("breast cancer mean test error:", mean_err, "log loss:", mean_loss)
+    assert mean_err["rvc"] <= mean_err["svc"] + 0.015
+    assert mean_loss["rvc"] < mean_loss["svc"]
