@@ -285,6 +285,29 @@ def test_netcdf_roundtrip_and_arviz(small, small_nuts, tmp_path):
     matplotlib.pyplot.close("all")
 
 
+@pytest.mark.parametrize("method", ["vrvm", "advi", "fullrank_advi"])
+def test_every_method_roundtrip_and_arviz(small, method, tmp_path):
+    """The other methods' results: netCDF and zarr round trips, ArviZ functions."""
+    post = fit(small, method, seed=4, draws=200, chains=2)
+    for group in ("posterior", "log_likelihood", "observed_data", "constant_data",
+                  "sample_stats"):
+        assert group in post.children
+    for key in ("method", "seed", "wall_time", "n_relevant", "converged", "versions"):
+        assert key in post.attrs
+    post.to_netcdf(tmp_path / "r.nc", engine="h5netcdf")
+    post.to_zarr(tmp_path / "r.zarr")
+    for back in (xr.open_datatree(tmp_path / "r.nc", engine="h5netcdf").load(),
+                 xr.open_datatree(tmp_path / "r.zarr", engine="zarr").load()):
+        for group in post.children:
+            xr.testing.assert_allclose(back[group].to_dataset(), post[group].to_dataset())
+    assert az.summary(post, var_names=["w", "beta"]).shape[0] == small.basis.n_columns + 1
+    assert float(az.rhat(post, var_names=["beta"])["beta"]) < 1.05  # independent draws
+    assert np.isfinite(az.loo(post).elpd)
+    az.plot_trace(post, var_names=["beta"])
+    az.plot_forest(post, var_names=["w"])
+    matplotlib.pyplot.close("all")
+
+
 def test_plot_posteriors(small, small_nuts):
     from sparsebayes.inference.plots import plot_posteriors
 
@@ -434,7 +457,7 @@ def test_simulation_based_calibration_collapsed():
     base = _tiny()
     Phi = base.design_matrix()
     M = Phi.shape[1]
-    n_rep, L = 60, 49
+    n_rep, L = 100, 49
     names = ["log_alpha_0", "log_alpha_4", "log_beta", "w_0", "w_4"]
     ranks = {k: [] for k in names}
     for rep in range(n_rep):
