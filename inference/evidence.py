@@ -348,14 +348,11 @@ class SequentialSparseBayes:
         ``ln alpha`` by less than ``tol`` (T&F §4.4)."""
         new, gain, cur = self.proposals()
         in_model = np.isfinite(cur)
-        can_add = np.isfinite(new) & ~in_model & np.isfinite(gain)
-        can_delete = np.isinf(new) & in_model & np.isfinite(gain)
-        with np.errstate(invalid="ignore"):
-            dlog = np.abs(np.log(new[in_model & np.isfinite(new)]) -
-                          np.log(cur[in_model & np.isfinite(new)]))
-        converged = not can_add.any() and not can_delete.any() and (
-            dlog.size == 0 or dlog.max() < tol)
-        if converged:
+        pending = (np.isfinite(new) != in_model) & np.isfinite(gain)  # an add or a delete
+        reest = in_model & np.isfinite(new)
+        dlog = np.abs(np.log(new[reest] / cur[reest]))
+        small = dlog.size == 0 or dlog.max() < tol  # T&F §4.4: every re-estimate is small
+        if not pending.any() and small:
             return "none", 0.0, True
         i = int(np.argmax(gain))
         if not np.isfinite(gain[i]) or gain[i] <= 0:
