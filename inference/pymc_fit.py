@@ -245,7 +245,8 @@ def _data_names(model) -> list[str]:
     return [v.name for v in model.data_vars]
 
 
-def _run_sampler(model, sampler, *, draws, tune, chains, cores, seed, target_accept, key):
+def _run_sampler(model, sampler, *, draws, tune, chains, cores, seed, target_accept, key,
+                 adaptation="diag"):
     """Sample and return (posterior Dataset, normalised stats, compile s, sampling s)."""
     import pymc as pm
 
@@ -256,7 +257,7 @@ def _run_sampler(model, sampler, *, draws, tune, chains, cores, seed, target_acc
         start = time.perf_counter()
         tr = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, cores=cores,
                            seed=seed, target_accept=target_accept, progress_bar=False,
-                           save_warmup=False)
+                           save_warmup=False, adaptation=adaptation)
         t_sample = time.perf_counter() - start
     else:
         if sampler in ("numpyro", "blackjax"):
@@ -319,7 +320,8 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
              tune: int = 1000, chains: int = 4, cores: int | None = None,
              target_accept: float = 0.9, prior: GammaPrior | None = None,
              collapsed: bool | None = None, likelihood: str | None = None,
-             max_seconds: float = 600.0, warn: bool = True) -> xr.DataTree:
+             max_seconds: float = 600.0, warn: bool = True, adaptation: str = "diag"
+             ) -> xr.DataTree:
     """Full posterior by NUTS.
 
     Regression: the collapsed model (``collapsed=False`` samples the naive non-centred joint
@@ -338,7 +340,10 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
     max_seconds : warn (:class:`SamplingWarning`, with the estimate) before starting when
         :func:`mcmc_cost` expects a longer run.
     warn : warn when divergences, R-hat or ESS look bad (see :func:`diagnose`).
+    adaptation : nutpie's mass-matrix adaptation, "diag" or "low_rank".
     """
+    if adaptation not in ("diag", "low_rank"):
+        raise ValueError(f"adaptation must be 'diag' or 'low_rank', got {adaptation!r}")
     if sampler not in SAMPLERS:
         raise ValueError(f"unknown sampler {sampler!r}; choose one of {SAMPLERS}")
     draws = _positive_int("draws", draws)
@@ -372,7 +377,8 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
     with blas_single_thread():
         post_ds, stats, t_compile, t_sample = _run_sampler(
             model, sampler, draws=draws, tune=tune, chains=chains, cores=cores,
-            seed=seed_int, target_accept=float(target_accept), key=key)
+            seed=seed_int, target_accept=float(target_accept), key=key,
+            adaptation=adaptation)
     rng = np.random.default_rng(None if seed is None else seed + 1)
     alpha = post_ds["alpha"].values
     beta = post_ds["beta"].values if "beta" in post_ds else None

@@ -332,6 +332,8 @@ def test_nuts_bad_input(small):
         fit(small, "nuts", sampler="stan")
     with pytest.raises(ValueError, match="target_accept"):
         fit(small, "nuts", target_accept=1.5)
+    with pytest.raises(ValueError, match="adaptation"):
+        fit(small, "nuts", adaptation="full")
     try:
         import numpyro  # noqa: F401
     except ImportError:
