@@ -22,7 +22,7 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 
 test: $(VENV)/.installed lint
-	MPLBACKEND=Agg $(BIN)/python -m pytest -q
+	MPLBACKEND=Agg OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q --durations=25
 
 bench: $(VENV)/.installed
 	$(BIN)/python -m pip install -q -e ".[bench]"
