@@ -3,7 +3,6 @@ builders and data sets. NumPy only at import time; PyMC is imported lazily."""
 
 from ._warnings import ConvergenceWarning, NumericalWarning, SamplingWarning, SparseBayesWarning
 from .basis import Basis
-from .gp import GPRegression
 from .kernels import (
     CallableKernel,
     GaussianKernel,
@@ -21,7 +20,6 @@ __all__ = [
     "Basis",
     "CallableKernel",
     "ConvergenceWarning",
-    "GPRegression",
     "GammaPrior",
     "GaussianKernel",
     "Kernel",
