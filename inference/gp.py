@@ -1,0 +1,396 @@
+"""Gaussian process regression (SE-ARD covariance): type-II ML of the hyperparameters,
+NUTS through the ``pm.gp.Marginal`` model, and the closed-form predictive.
+
+Equations are Rasmussen & Williams (2006): the log marginal likelihood (eq. 2.30 / 5.8), its
+gradient (eq. 5.9), and the predictive (Algorithm 2.1). The type-II ML objective is the
+closed form with analytic gradients, minimised by SciPy's L-BFGS-B from several starts. The
+same objective built by PyTensor from the ``pm.gp.Marginal`` model (:func:`pytensor_objective`)
+gives the same values and gradients but is slower (compile time; see
+``benchmarks/bench_predictive.py``), so it is offered as ``backend="pytensor"`` only.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import arviz_base as azb
+import numpy as np
+import xarray as xr
+from scipy import linalg, optimize
+
+from sparsebayes.models import ConvergenceWarning, NumericalWarning
+from sparsebayes.models.gp import GPRegression, se_ard_covariance
+
+from .predictive import MixturePredictive, Predictive, check_new_inputs, one_blas_thread
+
+__all__ = [
+    "log_marginal_likelihood",
+    "gp_moments",
+    "fit_evidence",
+    "fit_nuts",
+    "predict_gp",
+    "pytensor_objective",
+]
+
+LOG_2PI = np.log(2 * np.pi)
+# bounds of the hyperparameters, relative to the sd of each input / of the targets
+LS_BOUNDS = (1e-3, 1e5)
+SIGNAL_BOUNDS = (1e-3, 1e3)
+NOISE_BOUNDS = (1e-4, 1e2)
+FTOL, GTOL = 1e-12, 1e-6  # L-BFGS-B stopping: scipy's defaults stop ~1e-5 short in lml
+FAILED = 1e20  # objective value where the covariance is not numerically positive definite
+
+
+def _split(theta: np.ndarray, d: int) -> tuple[np.ndarray, float, float]:
+    return np.exp(theta[:d]), float(np.exp(theta[d])), float(np.exp(theta[d + 1]))
+
+
+def _lml_and_grad(theta: np.ndarray, Xc: np.ndarray, t: np.ndarray, grad: bool = True):
+    """Log marginal likelihood (R&W eq. 5.8) at ``theta = (ln length_scale, ln signal_sd,
+    ln noise_sd)`` and its gradient (eq. 5.9: ``1/2 tr((a a^T - K^-1) dK/dtheta)``).
+
+    ``Xc`` are the (centred) inputs. The length-scale terms use
+    ``sum_ij B_ij (z_id - z_jd)^2 = 2 sum_i z_id^2 (B 1)_i - 2 z_d^T B z_d`` with
+    ``B = W o K_f``, so the gradient costs O(n^2 d) and no n x n x d array is formed.
+    Raises ``LinAlgError`` if K is not numerically positive definite.
+    """
+    n, d = Xc.shape
+    ls, sf, sn = _split(theta, d)
+    Z = Xc / ls
+    Kf = se_ard_covariance(Z, None, 1.0, sf)
+    K = Kf.copy()
+    K[np.diag_indices(n)] += sn**2
+    L = linalg.cholesky(K, lower=True, check_finite=False)
+    a = linalg.cho_solve((L, True), t, check_finite=False)
+    lml = -0.5 * (t @ a) - np.sum(np.log(np.diag(L))) - 0.5 * n * LOG_2PI
+    if not grad:
+        return lml
+    Kinv, info = linalg.lapack.dpotri(L, lower=1)
+    if info != 0:
+        raise linalg.LinAlgError("dpotri failed")
+    Kinv = np.tril(Kinv) + np.tril(Kinv, -1).T
+    W = np.outer(a, a) - Kinv
+    B = W * Kf
+    rB = B.sum(axis=1)
+    g_ls = rB @ Z**2 - np.einsum("id,id->d", Z, B @ Z)
+    g_sf = B.sum()
+    g_sn = sn**2 * np.trace(W)
+    return lml, np.concatenate([g_ls, [g_sf, g_sn]])
+
+
+def log_marginal_likelihood(X, t, length_scale, signal_sd: float, noise_sd: float) -> float:
+    """``ln N(t | 0, K_f + noise_sd^2 I)`` with the SE-ARD ``K_f`` (R&W eq. 2.30)."""
+    X = np.asarray(X, dtype=float)
+    ls = np.broadcast_to(np.asarray(length_scale, dtype=float), (X.shape[1],))
+    theta = np.log(np.concatenate([ls, [signal_sd, noise_sd]]))
+    return float(_lml_and_grad(theta, X - X.mean(axis=0), np.asarray(t, float), grad=False))
+
+
+def gp_moments(X, t, X_new, length_scale, signal_sd: float, noise_sd: float
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Predictive mean and variance of a noisy target ``y_*`` (R&W Algorithm 2.1):
+    ``m = k_*^T K^-1 t``, ``v = k(x_*, x_*) - k_*^T K^-1 k_* + noise_sd^2``."""
+    X, X_new = np.asarray(X, float), np.asarray(X_new, float)
+    K = se_ard_covariance(X, None, length_scale, signal_sd)
+    K[np.diag_indices_from(K)] += noise_sd**2
+    L = linalg.cholesky(K, lower=True, check_finite=False)
+    a = linalg.cho_solve((L, True), np.asarray(t, float), check_finite=False)
+    Ks = se_ard_covariance(X, X_new, length_scale, signal_sd)
+    V = linalg.solve_triangular(L, Ks, lower=True, check_finite=False)
+    mean = Ks.T @ a
+    var = signal_sd**2 - np.einsum("ij,ij->j", V, V) + noise_sd**2
+    return mean, np.maximum(var, noise_sd**2)
+
+
+# --------------------------------------------------------------------------------------------
+# Type-II maximum likelihood
+# --------------------------------------------------------------------------------------------
+
+
+def _scales(problem: GPRegression) -> tuple[np.ndarray, float]:
+    sx = problem.X.std(axis=0)
+    st = float(np.std(problem.t))
+    return np.where(sx > 0, sx, 1.0), st
+
+
+def _layout(problem: GPRegression):
+    """Fixed values (NaN = free) of the full log-parameter vector, and the bounds."""
+    d = problem.n_features
+    sx, st = _scales(problem)
+    fixed = np.full(d + 2, np.nan)
+    if problem.length_scale is not None:
+        fixed[:d] = np.log(problem.length_scale)
+    if problem.signal_sd is not None:
+        fixed[d] = np.log(problem.signal_sd)
+    if problem.noise_sd is not None:
+        fixed[d + 1] = np.log(problem.noise_sd)
+    scale = np.concatenate([sx, [st, st]])
+    lo = np.log(scale * np.array([LS_BOUNDS[0]] * d + [SIGNAL_BOUNDS[0], NOISE_BOUNDS[0]]))
+    hi = np.log(scale * np.array([LS_BOUNDS[1]] * d + [SIGNAL_BOUNDS[1], NOISE_BOUNDS[1]]))
+    return fixed, lo, hi, np.log(scale)
+
+
+def _starts(problem: GPRegression, restarts: int, rng: np.random.Generator) -> np.ndarray:
+    """First start: length-scales = input sds, signal and noise sd = sd(t) (scikit-learn's
+    default start on standardised data);
+    the others log-uniform around it (length-scales 0.3-10 x, signal 0.3-3 x, noise
+    0.03-1 x the data scales)."""
+    d = problem.n_features
+    _, _, _, log_scale = _layout(problem)
+    first = log_scale.copy()
+    out = [first]
+    for _ in range(restarts - 1):
+        u = np.concatenate([rng.uniform(np.log(0.3), np.log(10.0), d),
+                            rng.uniform(np.log(0.3), np.log(3.0), 1),
+                            rng.uniform(np.log(0.03), np.log(1.0), 1)])
+        out.append(log_scale + u)
+    return np.array(out)
+
+
+def _numpy_objective(problem: GPRegression):
+    Xc = problem.X - problem.X.mean(axis=0)
+    t = problem.t
+
+    def f(theta):
+        try:
+            lml, g = _lml_and_grad(theta, Xc, t)
+        except linalg.LinAlgError:
+            return FAILED, np.zeros_like(theta)
+        return -lml, -g
+
+    return f
+
+
+def pytensor_objective(problem: GPRegression):
+    """``theta -> (-lml, -gradient)`` compiled by PyTensor from the ``pm.gp.Marginal`` model
+    (:func:`~sparsebayes.models.gp.gp_model`, no jitter), on the same full log-parameter
+    vector as the closed form. Only the observed term (the marginal likelihood) is used:
+    the priors and Jacobians of the sampling model are left out."""
+    import pytensor
+    import pytensor.tensor as pt
+
+    model, _ = problem.pymc_model(jitter=0.0)
+    d = problem.n_features
+    value_vars = {v.name: v for v in model.value_vars}
+    logp = model.logp(vars=[model["t"]], jacobian=False, sum=True)
+    theta = pt.dvector("theta")
+    parts = {"length_scale_log__": theta[:d], "signal_sd_log__": theta[d],
+             "noise_sd_log__": theta[d + 1]}
+    replace = {value_vars[k]: (v if value_vars[k].ndim else v.reshape(()))
+               for k, v in parts.items() if k in value_vars}
+    nlml = -pytensor.graph.graph_replace(logp, replace)
+    fn = pytensor.function([theta], [nlml, pt.grad(nlml, theta, disconnected_inputs="ignore")],
+                           on_unused_input="ignore")
+
+    def f(theta_value):
+        try:
+            value, g = fn(np.asarray(theta_value, dtype=float))
+        except Exception:  # Cholesky failure inside the graph
+            return FAILED, np.zeros_like(theta_value)
+        if not np.isfinite(value):
+            return FAILED, np.zeros_like(theta_value)
+        return float(value), np.asarray(g, dtype=float)
+
+    return f
+
+
+def _optimise(problem: GPRegression, *, seed, restarts: int, max_iter: int, backend: str):
+    fixed, lo, hi, _ = _layout(problem)
+    free = np.isnan(fixed)
+    objective = (_numpy_objective if backend == "numpy" else pytensor_objective)(problem)
+    rng = np.random.default_rng(seed)
+    runs = []
+    if not free.any():
+        value, _ = objective(fixed)
+        return fixed, [(-value, True, 0)]
+    for start in _starts(problem, restarts, rng):
+        full = fixed.copy()
+
+        def f(x, full=full):
+            full[free] = x
+            value, g = objective(full)
+            return value, g[free]
+
+        x0 = np.clip(start[free], lo[free], hi[free])
+        res = optimize.minimize(f, x0, jac=True, method="L-BFGS-B",
+                                bounds=list(zip(lo[free], hi[free], strict=True)),
+                                options={"maxiter": max_iter, "ftol": FTOL, "gtol": GTOL})
+        theta = fixed.copy()
+        theta[free] = res.x
+        runs.append((theta, -float(res.fun), bool(res.success), int(res.nit)))
+    best = max(runs, key=lambda r: r[1])
+    return best[0], [r[1:] for r in runs]
+
+
+def _check_positive_int(name, v):
+    if not isinstance(v, int | np.integer) or isinstance(v, bool) or v <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    return int(v)
+
+
+def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
+                 sample_stats: dict | None = None) -> xr.DataTree:
+    n, d = problem.X.shape
+    groups = {
+        "posterior": posterior,
+        "observed_data": {"t": problem.t},
+        "constant_data": {"X": problem.X},
+    }
+    if sample_stats:
+        groups["sample_stats"] = sample_stats
+    dt = azb.from_dict(groups, coords={"feature": np.arange(d), "obs": np.arange(n)},
+                       dims={"length_scale": ["feature"], "X": ["obs", "feature"],
+                             "t": ["obs"]})
+    fixed = [k for k in ("length_scale", "signal_sd", "noise_sd")
+             if getattr(problem, k) is not None]
+    dt.attrs.update({
+        "problem_kind": "gp",
+        "covariance": "signal_sd^2 exp(-sum_d (x_d - x'_d)^2 / (2 length_scale_d^2)) + "
+                      "noise_sd^2 delta (zero mean)",
+        "fixed": ",".join(fixed) or "none",
+        "n_relevant": -1,
+        "default_predict_kind": "gp",
+    })
+    dt.attrs.update(attrs)
+    return dt
+
+
+def fit_evidence(problem: GPRegression, *, seed: int | None = None, restarts: int = 3,
+                 max_iter: int = 1000, backend: str = "numpy") -> xr.DataTree:
+    """Type-II ML: maximise the log marginal likelihood (R&W eq. 5.8) over the free
+    hyperparameters in log space by L-BFGS-B with analytic gradients (eq. 5.9), from
+    ``restarts`` starting points (the first from the data scales, the others drawn with
+    ``seed``); the best optimum is kept.
+
+    ``backend``: "numpy" (closed form, default) or "pytensor" (the gradient of the
+    ``pm.gp.Marginal`` model, :func:`pytensor_objective`).
+    The posterior group holds the point estimates as one chain of one draw.
+    """
+    if not isinstance(problem, GPRegression):
+        raise TypeError(f"expected a GPRegression, got {type(problem).__name__}")
+    restarts = _check_positive_int("restarts", restarts)
+    max_iter = _check_positive_int("max_iter", max_iter)
+    if backend not in ("numpy", "pytensor"):
+        raise ValueError(f"backend must be 'numpy' or 'pytensor', got {backend!r}")
+    start = time.perf_counter()
+    with one_blas_thread():
+        theta, runs = _optimise(problem, seed=seed, restarts=restarts, max_iter=max_iter,
+                                backend=backend)
+    lmls = np.array([r[0] for r in runs])
+    if not np.isfinite(lmls).any() or np.max(lmls) <= -FAILED / 2:
+        raise linalg.LinAlgError("the GP covariance was not positive definite at any start")
+    converged = any(r[1] for r in runs)
+    if not converged:
+        warnings.warn(f"type-II ML did not converge from any of {len(runs)} starts in "
+                      f"max_iter={max_iter} L-BFGS-B iterations; the best iterate is kept "
+                      "(converged=False)", ConvergenceWarning, stacklevel=3)
+    d = problem.n_features
+    ls, sf, sn = _split(theta, d)
+    _, lo, hi, _ = _layout(problem)
+    at_bound = np.isnan(_layout(problem)[0]) & ((theta <= lo + 1e-6) | (theta >= hi - 1e-6))
+    if at_bound[d + 1]:
+        warnings.warn(f"the noise sd ({sn:.3g}) reached a bound of its range "
+                      f"{NOISE_BOUNDS} x sd(t)", NumericalWarning, stacklevel=3)
+    post = {
+        "length_scale": ls[None, None, :],
+        "signal_sd": np.full((1, 1), sf),
+        "noise_sd": np.full((1, 1), sn),
+    }
+    attrs = {
+        "log_marginal_likelihood": float(np.max(lmls)),
+        "restart_log_marginal_likelihood": lmls,
+        "converged": int(converged),
+        "n_iter": int(sum(r[2] for r in runs)),
+        "restarts": len(runs),
+        "backend": backend,
+        "optimise_seconds": time.perf_counter() - start,
+        "hyperparameters": "point estimates (type-II ML): one chain of one draw",
+    }
+    return _gp_datatree(problem, post, attrs)
+
+
+def fit_nuts(problem: GPRegression, *, seed: int | None = None, sampler: str = "nutpie",
+             draws: int = 1000, tune: int = 1000, chains: int = 2, cores: int | None = None,
+             target_accept: float = 0.9, warn: bool = True) -> xr.DataTree:
+    """Posterior of the hyperparameters by NUTS on the ``pm.gp.Marginal`` model
+    (:func:`~sparsebayes.models.gp.gp_model`, proper data-scaled priors); predictions then
+    average the GP predictive over the draws (:func:`predict_gp`)."""
+    from . import pymc_fit
+
+    if not isinstance(problem, GPRegression):
+        raise TypeError(f"expected a GPRegression, got {type(problem).__name__}")
+    draws = pymc_fit._positive_int("draws", draws)
+    chains = pymc_fit._positive_int("chains", chains)
+    tune = pymc_fit._positive_int("tune", tune, allow_zero=True)
+    if sampler not in pymc_fit.SAMPLERS:
+        raise ValueError(f"unknown sampler {sampler!r}; choose one of {pymc_fit.SAMPLERS}")
+    if not (isinstance(target_accept, float | int) and 0 < target_accept < 1):
+        raise ValueError(f"target_accept must lie in (0, 1), got {target_accept!r}")
+    cores = min(chains, 2) if cores is None else pymc_fit._positive_int("cores", cores)
+    free = [k for k in ("length_scale", "signal_sd", "noise_sd") if getattr(problem, k) is None]
+    if not free:
+        raise ValueError("every hyperparameter is fixed: there is nothing to sample")
+    model, _ = problem.pymc_model(jitter=0.0)
+    key = ("gp", *problem.X.shape, *free)
+    seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
+    with pymc_fit.blas_single_thread():
+        post_ds, stats, t_compile, t_sample = pymc_fit._run_sampler(
+            model, sampler, draws=draws, tune=tune, chains=chains, cores=cores,
+            seed=seed_int, target_accept=float(target_accept), key=key)
+    shape = (chains, draws)
+    d = problem.n_features
+    post = {}
+    for k in ("length_scale", "signal_sd", "noise_sd"):
+        if k in free:
+            post[k] = post_ds[k].values
+        else:
+            value = np.asarray(getattr(problem, k), dtype=float)
+            post[k] = np.broadcast_to(value, (*shape, d) if k == "length_scale" else shape
+                                      ).copy()
+    attrs = {
+        "sampler": sampler, "draws": draws, "tune": tune, "chains": chains,
+        "target_accept": float(target_accept), "compile_time": t_compile,
+        "sampling_time": t_sample,
+        "prior": "length_scale_d ~ LogNormal(ln sd(x_d), 1), signal_sd ~ HalfNormal(2 sd(t)), "
+                 "noise_sd ~ HalfNormal(sd(t))",
+        "hyperparameters": "full posterior of the hyperparameters by NUTS",
+    }
+    dt = _gp_datatree(problem, post, attrs, sample_stats=stats)
+    diag = pymc_fit.diagnose(dt, tuple(free), warn=warn)
+    dt.attrs.update(n_divergent=diag["n_divergent"], max_rhat=diag["max_rhat"],
+                    min_ess_bulk=diag["min_ess_bulk"], min_ess_tail=diag["min_ess_tail"],
+                    converged=int(diag["ok"]))
+    return dt
+
+
+# --------------------------------------------------------------------------------------------
+# Predictive
+# --------------------------------------------------------------------------------------------
+
+
+def predict_gp(post: xr.DataTree, X_new, max_draws: int | None = 500
+               ) -> Predictive | MixturePredictive:
+    """GP predictive of noisy targets at ``X_new`` (R&W Algorithm 2.1). Point
+    hyperparameters (type-II ML) give a :class:`Predictive`; hyperparameter draws (NUTS)
+    give the mixture of the per-draw predictives over at most ``max_draws`` draws."""
+    if post.attrs.get("problem_kind") != "gp":
+        raise ValueError(f"kind='gp' needs a GP posterior, got a "
+                         f"{post.attrs.get('problem_kind')} posterior")
+    X_new = check_new_inputs(post, X_new)
+    X = post["constant_data"]["X"].values
+    t = post["observed_data"]["t"].values
+    ds = post["posterior"]
+    ls = ds["length_scale"].values.reshape(-1, X.shape[1])
+    sf = ds["signal_sd"].values.reshape(-1)
+    sn = ds["noise_sd"].values.reshape(-1)
+    if ls.shape[0] == 1:
+        mean, var = gp_moments(X, t, X_new, ls[0], sf[0], sn[0])
+        return Predictive(mean=mean, var=var, kind="gp")
+    keep = np.arange(ls.shape[0])
+    if max_draws is not None and keep.size > max_draws:
+        keep = np.linspace(0, keep.size - 1, _check_positive_int("max_draws", max_draws)
+                           ).round().astype(int)
+    moments = [gp_moments(X, t, X_new, ls[s], sf[s], sn[s]) for s in keep]
+    return MixturePredictive(np.array([m for m, _ in moments]),
+                             np.array([v for _, v in moments]), kind="gp")
