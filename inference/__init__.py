@@ -2,9 +2,10 @@
 entry points; PyMC is imported only by the methods that need it."""
 
 from .api import FIT_METHODS, PREDICT_KINDS, fit, predict
-from .predictive import Predictive
+from .predictive import MixturePredictive, Predictive
 
-__all__ = ["FIT_METHODS", "PREDICT_KINDS", "Predictive", "RVC", "RVR", "fit", "predict"]
+__all__ = ["FIT_METHODS", "PREDICT_KINDS", "MixturePredictive", "Predictive", "RVC", "RVR",
+           "fit", "predict"]
 
 
 def __getattr__(name):
