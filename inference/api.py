@@ -34,18 +34,22 @@ FIT_METHODS: dict[str, dict[str, str]] = {
         "fullrank_advi": "pymc_fit:fit_fullrank_advi",
         "nuts": "pymc_fit:fit_nuts",
     },
-    "gp": {},
+    "gp": {"evidence": "gp:fit_evidence", "nuts": "gp:fit_nuts"},
 }
 
 # problem kind -> predictive kind -> "module:function"; fn(post, X_new, **options)
 PREDICT_KINDS: dict[str, dict[str, str]] = {
-    "regression": {"rvm": "predictive:predict_rvm"},
+    "regression": {
+        "rvm": "predictive:predict_rvm",
+        "rvm*": "predictive:predict_rvm_star",
+        "samples": "predictive:predict_samples",
+    },
     "classification": {
         "moderated": "class_predictive:predict_moderated",
         "plugin": "class_predictive:predict_plugin",
         "samples": "class_predictive:predict_samples",
     },
-    "gp": {},
+    "gp": {"gp": "gp:predict_gp"},
 }
 
 

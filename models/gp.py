@@ -1,0 +1,151 @@
+"""Gaussian process regression with a squared-exponential ARD covariance (the full-GP
+comparison model of Rasmussen & Quiñonero-Candela 2005, §3).
+
+``t = f(x) + eps``, ``f ~ GP(0, k)``, ``eps ~ N(0, noise_sd^2)`` with
+
+    k(x, x') = signal_sd^2 exp(-1/2 sum_d (x_d - x'_d)^2 / length_scale_d^2)
+
+(Rasmussen & Williams 2006, eq. 5.1). The mean function is zero: centre the targets.
+In scikit-learn terms this is ``ConstantKernel(signal_sd**2) * RBF(length_scale) +
+WhiteKernel(noise_sd**2)``; in PyMC ``signal_sd**2 * pm.gp.cov.ExpQuad(d, ls=length_scale)``
+with ``pm.gp.Marginal(...).marginal_likelihood(..., sigma=noise_sd)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .kernels import _sq_distances
+from .problems import check_inputs, check_targets
+
+__all__ = ["GPRegression", "se_ard_covariance", "gp_model"]
+
+
+def se_ard_covariance(X1: np.ndarray, X2: np.ndarray | None, length_scale,
+                      signal_sd: float) -> np.ndarray:
+    """``signal_sd^2 exp(-||(x - x') / length_scale||^2 / 2)`` for all pairs (R&W eq. 5.1);
+    ``X2=None`` means ``X1`` (the result is then exactly symmetric)."""
+    ls = np.asarray(length_scale, dtype=float)
+    Z1 = X1 / ls
+    if X2 is None:
+        D = _sq_distances(Z1, Z1)
+        D = 0.5 * (D + D.T)
+        np.fill_diagonal(D, 0.0)
+    else:
+        D = _sq_distances(Z1, X2 / ls)
+    D *= -0.5
+    np.exp(D, out=D)
+    D *= signal_sd**2
+    return D
+
+
+def _positive(name: str, value, shape: tuple[int, ...] | None = None):
+    if value is None:
+        return None
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a number or None, got {value!r}") from exc
+    if shape is None and arr.ndim != 0:
+        raise ValueError(f"{name} must be a scalar, got shape {arr.shape}")
+    if shape is not None:
+        if arr.ndim == 0:
+            arr = np.full(shape, float(arr))
+        if arr.shape != shape:
+            raise ValueError(f"{name} must be a scalar or have shape {shape}, got {arr.shape}")
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+    return float(arr) if arr.ndim == 0 else tuple(float(v) for v in arr)
+
+
+@dataclass(frozen=True, eq=False)
+class GPRegression:
+    """GP regression with an SE-ARD covariance (see the module docstring).
+
+    Parameters
+    ----------
+    X, t : inputs (n, d) and real targets (n,); the GP has zero mean, so centre ``t``.
+    length_scale : ``None`` to learn one length-scale per input; a scalar or (d,) values
+        to hold them fixed.
+    signal_sd, noise_sd : ``None`` to learn; a number > 0 to hold fixed.
+
+    ``fit(GPRegression(X, t), method="evidence")`` maximises the log marginal likelihood
+    (type-II ML); ``method="nuts"`` samples the hyperparameters of :func:`gp_model`.
+    """
+
+    X: np.ndarray
+    t: np.ndarray
+    length_scale: float | tuple[float, ...] | np.ndarray | None = None
+    signal_sd: float | None = None
+    noise_sd: float | None = None
+
+    kind = "gp"
+
+    def __post_init__(self) -> None:
+        X = check_inputs(self.X)
+        if X.shape[0] < 2:
+            raise ValueError(f"X needs at least 2 samples, got {X.shape[0]}")
+        t = check_targets(self.t, X.shape[0])
+        if np.ptp(t) == 0:
+            raise ValueError("t is constant: there is nothing to regress")
+        object.__setattr__(self, "X", X)
+        object.__setattr__(self, "t", t)
+        object.__setattr__(self, "length_scale",
+                           _positive("length_scale", self.length_scale, (X.shape[1],)))
+        object.__setattr__(self, "signal_sd", _positive("signal_sd", self.signal_sd))
+        object.__setattr__(self, "noise_sd", _positive("noise_sd", self.noise_sd))
+
+    @property
+    def n_features(self) -> int:
+        return self.X.shape[1]
+
+    def covariance(self, X1, X2=None, *, length_scale, signal_sd) -> np.ndarray:
+        """The noise-free covariance ``k(X1, X2)`` at the given hyperparameters."""
+        return se_ard_covariance(X1, X2, length_scale, signal_sd)
+
+    def pymc_model(self, jitter: float = 0.0):
+        """The ``pm.gp.Marginal`` model; see :func:`gp_model`."""
+        return gp_model(self, jitter=jitter)
+
+
+def default_prior_scales(problem: GPRegression) -> dict[str, np.ndarray]:
+    """Data scales of the sampling priors: sd of each input and of the targets."""
+    sx = problem.X.std(axis=0)
+    sx = np.where(sx > 0, sx, 1.0)
+    return {"ls_prior_mu": np.log(sx), "t_sd": np.asarray(np.std(problem.t))}
+
+
+def gp_model(problem: GPRegression, jitter: float = 0.0):
+    """``pm.Model`` of the GP (PyMC imported here): returns ``(model, gp)``.
+
+    Free hyperparameters get proper priors scaled to the data (used by NUTS; type-II ML
+    ignores them): ``length_scale_d ~ LogNormal(ln sd(x_d), 1)``, ``signal_sd ~
+    HalfNormal(2 sd(t))``, ``noise_sd ~ HalfNormal(sd(t))``. Fixed ones are data. Inputs,
+    targets and prior scales are ``pm.Data``, so a compiled model is reused for new data of
+    the same shape. ``jitter`` is added to the covariance diagonal (PyMC's default is 1e-6;
+    0 here so the density is exactly the GP marginal likelihood).
+    """
+    import pymc as pm
+
+    n, d = problem.X.shape
+    scales = default_prior_scales(problem)
+    coords = {"feature": np.arange(d), "obs": np.arange(n)}
+    with pm.Model(coords=coords) as model:
+        X = pm.Data("X", problem.X, dims=("obs", "feature"))
+        t = pm.Data("t_data", problem.t, dims="obs")
+        if problem.length_scale is None:
+            mu = pm.Data("ls_prior_mu", scales["ls_prior_mu"], dims="feature")
+            ls = pm.LogNormal("length_scale", mu=mu, sigma=1.0, dims="feature")
+        else:
+            ls = pm.Data("length_scale_fixed", np.asarray(problem.length_scale), dims="feature")
+        t_sd = pm.Data("t_sd", scales["t_sd"])
+        eta = (pm.HalfNormal("signal_sd", sigma=2.0 * t_sd) if problem.signal_sd is None
+               else pm.Data("signal_sd_fixed", problem.signal_sd))
+        sigma = (pm.HalfNormal("noise_sd", sigma=t_sd) if problem.noise_sd is None
+                 else pm.Data("noise_sd_fixed", problem.noise_sd))
+        cov = eta**2 * pm.gp.cov.ExpQuad(d, ls=ls)
+        gp = pm.gp.Marginal(cov_func=cov)
+        gp.marginal_likelihood("t", X=X, y=t, sigma=sigma, jitter=jitter, dims="obs")
+    return model, gp
