@@ -24,6 +24,7 @@ from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning
 from sparsebayes.models.basis import Basis
 from sparsebayes.models.kernels import GaussianKernel, _sq_distances
 
+from .predictive import one_blas_thread
 from .results import draw_gaussian, gaussian_log_likelihood, make_datatree
 
 __all__ = [
@@ -180,7 +181,8 @@ class SequentialSparseBayes:
 
     Maintains for every candidate ``m`` the factors ``S_m``, ``Q_m`` (eq. 22, computed by
     eqs. 24-25) and for the bases in the model ``alpha``, ``Sigma``, ``mu`` (eq. 6), with the
-    rank-one updates of App. A for add / re-estimate / delete. ``cross = Phi^T B Phi_in``.
+    rank-one updates of App. A for add / re-estimate / delete. ``cross = Phi^T B Phi_in``
+    (M, M_t) is a view of a preallocated Fortran buffer, so an add writes one column.
     """
 
     Phi: np.ndarray
@@ -190,15 +192,27 @@ class SequentialSparseBayes:
     b_prior: float | np.ndarray = 0.0
     active: list[int] = field(default_factory=list)
     alpha: np.ndarray = field(default_factory=lambda: np.empty(0))
+    diag: np.ndarray | None = field(default=None, repr=False)  # phi_m^T B phi_m, if known
 
     def __post_init__(self) -> None:
         self.b = np.asarray(self.b, dtype=float)
-        self.diag = np.einsum("nm,nm,n->m", self.Phi, self.Phi, self.b)  # phi_m^T B phi_m
+        if self.diag is None:
+            self.diag = np.einsum("nm,nm,n->m", self.Phi, self.Phi, self.b)
+        else:
+            self.diag = np.array(self.diag, dtype=float)
         self.PhiBt = self.Phi.T @ (self.b * self.t)
         if not self.active:
             self._initialise()
-        self.alpha = np.asarray(self.alpha, dtype=float)
-        self.cross = self.Phi.T @ (self.b[:, None] * self.Phi[:, self.active])
+        self.active = [int(i) for i in self.active]
+        self.alpha = np.array(self.alpha, dtype=float)
+        self.flat = self.a_prior == 0 and not np.any(self.b_prior)
+        M, Mt = self.diag.size, len(self.active)
+        self._buf = np.empty((M, max(2 * Mt, 16)), order="F")
+        self._buf[:, :Mt] = self.Phi.T @ (self.b[:, None] * self.Phi[:, self.active])
+        self.cross = self._buf[:, :Mt]
+        self.excluded = np.ones(M, dtype=bool)  # candidates not in the model
+        self.excluded[self.active] = False
+        self._work = np.empty(M)
         self.aligned: dict[int, int] = {}
         self.recompute()
 
@@ -223,13 +237,16 @@ class SequentialSparseBayes:
         H = 0.5 * (H + H.T)
         H[np.diag_indices_from(H)] += self.alpha
         L = _cholesky(H)
-        Z = linalg.solve_triangular(L, self.cross.T, lower=True, check_finite=False)
+        ZT = linalg.blas.dtrsm(1.0, L, self.cross, side=1, lower=1, trans_a=1)  # cross L^-T
         y = linalg.solve_triangular(L, self.PhiBt[act], lower=True, check_finite=False)
         self.mu = linalg.solve_triangular(L.T, y, lower=False, check_finite=False)
-        Linv = linalg.solve_triangular(L, np.eye(L.shape[0]), lower=True, check_finite=False)
+        Linv, info = linalg.lapack.dtrtri(L, lower=1)
+        if info != 0:
+            raise linalg.LinAlgError("singular Cholesky factor of the posterior precision")
+        Linv = np.tril(Linv)
         self.Sigma = Linv.T @ Linv
-        self.S = self.diag - np.einsum("ij,ij->j", Z, Z)
-        self.Q = self.PhiBt - Z.T @ y
+        self.S = self.diag - np.einsum("ij,ij->i", ZT, ZT)
+        self.Q = self.PhiBt - ZT @ y
         self.steps_since_recompute = 0
 
     def rescale(self, factor: float) -> None:
@@ -273,16 +290,78 @@ class SequentialSparseBayes:
             gain[act[np.isinf(new[act])]] = -np.inf
         return new, gain, cur
 
+    def _choose(self, tol: float) -> tuple[int, float, float] | None:
+        """The action with the largest gain from :meth:`proposals`: (candidate, its new
+        alpha, gain), or None when converged (T&F §4.4)."""
+        new, gain, cur = self.proposals()
+        in_model = np.isfinite(cur)
+        pending = (np.isfinite(new) != in_model) & np.isfinite(gain)  # an add or a delete
+        reest = in_model & np.isfinite(new)
+        dlog = np.abs(np.log(new[reest] / cur[reest]))
+        small = dlog.size == 0 or dlog.max() < tol  # T&F §4.4: every re-estimate is small
+        if not pending.any() and small:
+            return None
+        i = int(np.argmax(gain))
+        if not np.isfinite(gain[i]) or gain[i] <= 0:
+            return None
+        return i, float(new[i]), float(gain[i])
+
+    def _choose_flat(self, tol: float) -> tuple[int, float, float] | None:
+        """:meth:`_choose` for the flat prior in closed form, touching each length-M array
+        a few times only. An excluded candidate with ``x = Q^2 / S - 1 > 0`` is added at
+        ``alpha = S / x`` (eq. 20) with gain ``(x - ln(1 + x)) / 2`` (T&F App. A.2), which
+        increases with ``x``: the best add is the largest ``Q^2 / S``."""
+        S = self.S
+        ratio = np.multiply(self.Q, self.Q, out=self._work)
+        ratio /= np.where(self.excluded & (S > 1e-12 * self.diag), S, np.inf)
+        if self.aligned:
+            ratio[list(self.aligned)] = 0.0
+        k = int(np.argmax(ratio))
+        x = ratio[k] - 1.0
+        add_gain = 0.5 * (x - np.log1p(x)) if x > 0 else -np.inf
+        # bases in the model: re-estimate (eq. 20) or delete (eq. 21), gains by eq. (18)
+        d = np.diag(self.Sigma)
+        alpha = self.alpha
+        s = 1.0 / d - alpha
+        q = self.mu / d
+        theta = q * q - s
+        keep = theta > 0
+        new = np.full(alpha.size, np.inf)
+        new[keep] = s[keep] ** 2 / theta[keep]
+        l_cur = 0.5 * (np.log(alpha / (alpha + s)) + q * q / (alpha + s))
+        l_new = np.zeros(alpha.size)
+        nk, sk = new[keep], s[keep]
+        l_new[keep] = 0.5 * (np.log(nk / (nk + sk)) + q[keep] ** 2 / (nk + sk))
+        gain = l_new - l_cur
+        if alpha.size == 1 and not keep[0]:  # never empty the model
+            gain[0] = -np.inf
+        small = not keep.any() or np.max(np.abs(np.log(nk / alpha[keep]))) < tol
+        pending = x > 0 or np.any(~keep & np.isfinite(gain))
+        if not pending and small:
+            return None
+        j = int(np.argmax(gain))
+        best = max(add_gain, gain[j])
+        if not np.isfinite(best) or best <= 0:
+            return None
+        if add_gain > gain[j]:
+            return k, float(S[k] / x), float(add_gain)
+        return self.active[j], float(new[j]), float(gain[j])
+
     # ---- App. A rank-one updates ---------------------------------------------------------
     def add(self, i: int, alpha_i: float) -> None:
         """A.2: add basis ``i`` with precision ``alpha_i``."""
-        c = self.Phi.T @ (self.b * self.Phi[:, i])  # Phi^T B phi_i, all candidates
+        Mt = len(self.active)
+        if Mt == self._buf.shape[1]:  # grow the buffer of cross
+            buf = np.empty((self._buf.shape[0], 2 * Mt), order="F")
+            buf[:, :Mt] = self.cross
+            self._buf = buf
+        c = self._buf[:, Mt]  # Phi^T B phi_i, all candidates: the one pass over Phi
+        np.matmul(self.Phi.T, self.b * self.Phi[:, i], out=c)
         act = np.asarray(self.active)
         u = self.Sigma @ c[act]
         sii = 1.0 / (alpha_i + self.S[i])
         mui = sii * self.Q[i]
         z = c - self.cross @ u  # phi_m^T B e_i
-        Mt = len(self.active)
         Sigma = np.empty((Mt + 1, Mt + 1))
         Sigma[:Mt, :Mt] = self.Sigma + sii * np.outer(u, u)
         Sigma[:Mt, Mt] = Sigma[Mt, :Mt] = -sii * u
@@ -291,8 +370,9 @@ class SequentialSparseBayes:
         self.mu = np.append(self.mu - mui * u, mui)
         self.S -= sii * z**2
         self.Q -= mui * z
-        self.cross = np.column_stack([self.cross, c])
-        self.active.append(i)
+        self.cross = self._buf[:, : Mt + 1]
+        self.active.append(int(i))
+        self.excluded[i] = False
         self.alpha = np.append(self.alpha, alpha_i)
 
     def reestimate(self, i: int, alpha_new: float) -> None:
@@ -305,8 +385,10 @@ class SequentialSparseBayes:
         v = self.cross @ Sj
         self.Sigma -= kappa * np.outer(Sj, Sj)
         self.mu -= kappa * muj * Sj
-        self.S += kappa * v**2
-        self.Q += kappa * muj * v
+        self.Q += (kappa * muj) * v
+        v *= v
+        v *= kappa
+        self.S += v
         self.alpha[j] = alpha_new
 
     def delete(self, i: int) -> None:
@@ -317,15 +399,20 @@ class SequentialSparseBayes:
         v = self.cross @ Sj
         self.Sigma -= np.outer(Sj, Sj) / sjj
         self.mu -= (muj / sjj) * Sj
-        self.S += v**2 / sjj
         self.Q += (muj / sjj) * v
+        v *= v
+        v /= sjj
+        self.S += v
         keep = np.arange(len(self.active)) != j
         self.Sigma = self.Sigma[np.ix_(keep, keep)]
         self.mu = self.mu[keep]
-        self.cross = self.cross[:, keep]
+        Mt = len(self.active)
+        self._buf[:, j : Mt - 1] = self._buf[:, j + 1 : Mt]
+        self.cross = self._buf[:, : Mt - 1]
         self.alpha = self.alpha[keep]
         del self.active[j]
-        self.aligned = {k: v for k, v in self.aligned.items() if v != i}
+        self.excluded[i] = True
+        self.aligned = {k: p for k, p in self.aligned.items() if p != i}
 
     def n_degenerate(self) -> int:
         """Candidates skipped as duplicates: aligned, or numerically in the model's span."""
@@ -334,10 +421,10 @@ class SequentialSparseBayes:
         return len(self.aligned) + int(np.sum(out & (self.S <= 1e-12 * self.diag)))
 
     def is_aligned(self, i: int) -> int | None:
-        """An in-model basis that candidate ``i`` nearly duplicates (T&F's alignment test)."""
+        """An in-model basis that candidate ``i`` nearly duplicates (T&F's alignment test);
+        ``phi_i^T B phi_j`` is row ``i`` of ``cross``."""
         act = np.asarray(self.active)
-        c = self.Phi[:, act].T @ (self.b * self.Phi[:, i])
-        cos = c / np.sqrt(np.maximum(self.diag[i] * self.diag[act], 1e-300))
+        cos = self.cross[i] / np.sqrt(np.maximum(self.diag[i] * self.diag[act], 1e-300))
         j = int(np.argmax(cos))
         return int(act[j]) if cos[j] > ALIGNMENT_MAX else None
 
@@ -346,37 +433,33 @@ class SequentialSparseBayes:
         """Take the action with the largest gain. Returns (action, gain, converged) where
         converged means: no basis to add or delete and every re-estimate changes
         ``ln alpha`` by less than ``tol`` (T&F §4.4)."""
-        new, gain, cur = self.proposals()
-        in_model = np.isfinite(cur)
-        pending = (np.isfinite(new) != in_model) & np.isfinite(gain)  # an add or a delete
-        reest = in_model & np.isfinite(new)
-        dlog = np.abs(np.log(new[reest] / cur[reest]))
-        small = dlog.size == 0 or dlog.max() < tol  # T&F §4.4: every re-estimate is small
-        if not pending.any() and small:
+        if self.flat and type(self).proposals is SequentialSparseBayes.proposals:
+            choice = self._choose_flat(tol)
+        else:  # a Gamma prior, or a subclass that modifies the proposals
+            choice = self._choose(tol)
+        if choice is None:
             return "none", 0.0, True
-        i = int(np.argmax(gain))
-        if not np.isfinite(gain[i]) or gain[i] <= 0:
-            return "none", 0.0, True
-        if not in_model[i]:
+        i, new_i, gain_i = choice
+        if self.excluded[i]:
             partner = self.is_aligned(i)
             if partner is not None:
                 self.aligned[i] = partner
                 return "skip", 0.0, False
-            self.add(i, new[i])
+            self.add(i, new_i)
             action = "add"
-        elif np.isinf(new[i]):
+        elif np.isinf(new_i):
             self.delete(i)
             action = "delete"
         else:
-            self.reestimate(i, new[i])
+            self.reestimate(i, new_i)
             action = "reestimate"
         self.steps_since_recompute += 1
         cheap = self.S.size * len(self.active) ** 2 <= EXACT_BUDGET
-        trouble = (np.any(np.diag(self.Sigma) <= 0) or np.any(self.S < 0)
-                   or not np.all(np.isfinite(self.S)))
+        trouble = not (np.min(np.diag(self.Sigma)) > 0 and np.min(self.S) >= 0
+                       and np.isfinite(np.sum(self.S)))
         if cheap or trouble or self.steps_since_recompute >= RECOMPUTE_EVERY:
             self.recompute()  # rank-one drift: rebuild from scratch
-        return action, float(gain[i]), False
+        return action, gain_i, False
 
     def log_evidence(self) -> float:
         """ln N(t | 0, B^-1 + Phi A^-1 Phi^T) at the current state (eqs. 36-41 with B)."""
@@ -430,23 +513,27 @@ def _noise_update(t, Phi_act, mu, gamma, prior: GammaPrior, beta_max: float) -> 
 def _run_fast(Phi, t, prior, beta, estimate_noise, beta_max, max_iter, tol, warm=None):
     """Tipping & Faul's loop for regression.
 
-    The columns of ``Phi`` are scaled to unit length in place (as SparseBayes does): the
-    flat prior makes the evidence invariant to it, and with a Gamma prior the rate of
-    column m becomes ``b ||phi_m||^2``; results are mapped back to the original scale.
-    The noise is held at its initial value for ``NOISE_WAIT`` iterations, then re-estimated
-    every 5th iteration and whenever the alphas have converged: re-estimating it while the
-    model holds one or two bases lets the noise explain the whole signal, a poor local
-    optimum (seen on Tipping's linear-spline sinc).
+    The columns of ``Phi`` are scaled to unit length in place (as SparseBayes does; the
+    caller's matrix is left scaled): the flat prior makes the evidence invariant to it, and
+    with a Gamma prior the rate of column m becomes ``b ||phi_m||^2``; results are mapped
+    back to the original scale. The noise is held at its initial value for ``NOISE_WAIT``
+    iterations, then re-estimated every ``NOISE_EVERY``-th iteration and whenever the alphas
+    have converged: re-estimating it while the model holds one or two bases lets the noise
+    explain the whole signal, a poor local optimum (seen on Tipping's linear-spline sinc).
+    A new noise level that changes ``ln beta`` by less than ``tol`` is not applied (it
+    would cost an exact recompute and is below the convergence tolerance); convergence
+    needs the alphas and the noise both settled.
     """
     N = t.size
-    norms = np.sqrt(np.einsum("nm,nm->m", Phi, Phi))
+    sq_norms = np.einsum("nm,nm->m", Phi, Phi)
+    norms = np.sqrt(sq_norms)
     norms[norms == 0] = 1.0
     Phi /= norms
     start = {}
     if warm is not None:
         start = {"active": list(warm[0]), "alpha": np.array(warm[1]) / norms[warm[0]] ** 2}
     state = SequentialSparseBayes(Phi, t, np.full(N, beta), prior.a, prior.b * norms**2,
-                                  **start)
+                                  diag=beta * (sq_norms / norms**2), **start)
     trace = [state.log_evidence()]
     converged = False
     it = 0
@@ -459,9 +546,10 @@ def _run_fast(Phi, t, prior, beta, estimate_noise, beta_max, max_iter, tol, warm
             act = np.asarray(state.active)
             new_beta = _noise_update(t, Phi[:, act], state.mu, state.gamma(), prior, beta_max)
             changed = abs(np.log(new_beta / beta)) > tol
-            state.rescale(new_beta / beta)
-            beta = new_beta
-            trace.append(state.log_evidence())
+            if changed:
+                state.rescale(new_beta / beta)
+                beta = new_beta
+                trace.append(state.log_evidence())
             done = done and not changed
         elif it % 100 == 0:
             state.recompute()
@@ -471,7 +559,6 @@ def _run_fast(Phi, t, prior, beta, estimate_noise, beta_max, max_iter, tol, warm
             break
     trace.append(state.log_evidence())
     act = np.asarray(state.active)
-    Phi *= norms  # restore the caller's matrix
     scale = norms[act]
     mu = state.mu / scale
     Sigma = state.Sigma / np.outer(scale, scale)
@@ -543,8 +630,9 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
     for _outer in range(max_outer):
         Phi = basis.design(X)
         if algorithm == "fast":
-            active, alpha, beta, mu, Sigma, tr, converged, n_iter, n_aligned = _run_fast(
-                Phi, t, prior, beta, estimate_noise, beta_max, max_iter, tol, warm)
+            with one_blas_thread():  # mid-sized products: threads only cost on busy cores
+                active, alpha, beta, mu, Sigma, tr, converged, n_iter, n_aligned = _run_fast(
+                    Phi, t, prior, beta, estimate_noise, beta_max, max_iter, tol, warm)
             if n_aligned:
                 notes.append(f"{n_aligned} candidate basis functions were skipped as "
                              "numerical duplicates of basis functions in the model (cosine > "
