@@ -1,17 +1,24 @@
 """Evidence optimiser vs the RVM peers on noisy 2-D sinc (Tipping & Faul 2003 §5).
 
-Each fit runs in a fresh subprocess, so its peak memory (``ru_maxrss``) is its own. Reported:
-median fit time, peak RSS (absolute, and above the process after imports and data), test
-RMSE against the noise-free function and the number of relevance vectors, with ratios
-ours / peer. Peers are benchmark-only extras: ``pip install -e ".[bench]"``.
+Each fit runs in a fresh subprocess, so its peak memory (``ru_maxrss``) is its own. Before
+the timed fit every method fits a tiny problem (N = 50) once, so one-time costs (lazy
+imports such as xarray loading dask on its first DataArray, BLAS thread start-up) are not
+timed, for peers and us alike. Reported: median fit time, peak RSS (absolute, and above the
+process after imports, warm-up and data), test RMSE against the noise-free function and the
+number of relevance vectors, with ratios ours / peer. ``--blas-threads 1`` runs the workers
+with ``OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=MKL_NUM_THREADS=1`` (fastrvm's bundled OpenBLAS
+follows it too); each setting is its own section of ``results/regression.md``, with the
+load average. Peers are benchmark-only extras: ``pip install -e ".[bench]"``.
 
     python benchmarks/bench_regression.py [--sizes 250 500 1000 2000 4000] [--repeats 3]
+                                          [--blas-threads 1]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -30,9 +37,11 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def worker(method: str, n: int, seed: int) -> dict:
+def worker(method: str, n: int, seed: int, warm_up: bool = True) -> dict:
     from sparsebayes.models import datasets
 
+    if warm_up:
+        worker(method, 50, seed, warm_up=False)
     X, t = datasets.sinc2d(n, noise_sd=0.1, seed=seed)
     Xt, _ = datasets.sinc2d(2000, noise_sd=0.0, seed=seed + 10_000)
     ft = datasets.sinc_function(np.linalg.norm(Xt, axis=1))
@@ -82,7 +91,7 @@ def worker(method: str, n: int, seed: int) -> dict:
             "n_rv": int(n_rv)}
 
 
-def run(sizes, repeats, methods, max_seconds) -> list[dict]:
+def run(sizes, repeats, methods, max_seconds, env=None) -> list[dict]:
     rows = []
     for n in sizes:
         for method in methods:
@@ -93,7 +102,7 @@ def run(sizes, repeats, methods, max_seconds) -> list[dict]:
                 cmd = [sys.executable, __file__, "--worker", method, str(n), str(seed)]
                 try:
                     out = subprocess.run(cmd, capture_output=True, text=True, check=True,
-                                         timeout=max_seconds)
+                                         timeout=max_seconds, env=env)
                 except subprocess.TimeoutExpired:
                     print(f"  {method} N={n}: over {max_seconds} s, skipped", flush=True)
                     break
@@ -142,15 +151,32 @@ def main() -> None:
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--max-seconds", type=float, default=300)
     ap.add_argument("--quick", action="store_true", help="sizes 250 1000, one repeat")
+    ap.add_argument("--blas-threads", type=int, default=None,
+                    help="BLAS/OpenMP threads of the workers (default: the library default)")
     args = ap.parse_args()
     if args.quick:
         args.sizes, args.repeats = [250, 1000], 1
-    rows = run(args.sizes, args.repeats, args.methods, args.max_seconds)
-    md = table(rows)
-    print(md)
+    env = None
+    if args.blas_threads is not None:
+        env = dict(os.environ, **{v: str(args.blas_threads) for v in
+                                  ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")})
+    load_before = os.getloadavg()[0]
+    rows = run(args.sizes, args.repeats, args.methods, args.max_seconds, env)
+    load_after = os.getloadavg()[0]
+    threads = "default" if args.blas_threads is None else str(args.blas_threads)
+    section = (f"## BLAS threads: {threads}\n\n{os.cpu_count()} cores; 1-minute load average "
+               f"{load_before:.2f} before, {load_after:.2f} after (other jobs share the cores); "
+               f"{args.repeats} repeats (seeds) per cell.\n\n{table(rows)}\n")
+    print(section)
     out = Path(__file__).parent / "results" / "regression.md"
     out.parent.mkdir(exist_ok=True)
-    out.write_text("# Evidence optimiser vs peers, noisy 2-D sinc (medians)\n\n" + md + "\n")
+    sections = {}
+    if out.exists():  # keep the other thread settings' sections
+        for part in out.read_text().split("\n## ")[1:]:
+            sections[part.split("\n", 1)[0]] = "## " + part.rstrip("\n") + "\n"
+    sections[f"BLAS threads: {threads}"] = section
+    out.write_text("# Evidence optimiser vs peers, noisy 2-D sinc (medians)\n\n"
+                   + "\n".join(sections[k] for k in sorted(sections)))
     print(f"written to {out}")
 
 
