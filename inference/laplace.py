@@ -52,6 +52,7 @@ __all__ = [
 PRUNE_ALPHA = 1e12  # MacKay pruning threshold for classification (Tipping App. B.1)
 ALPHA_MIN = 1e-6  # floor on alpha (unit-norm columns): bounds w on separable data
 B_FLOOR = 1e-300  # B underflows to 0 only for |logit| > 745
+TOGGLES = 4  # adds + deletes of one basis after which they must raise the Laplace evidence
 
 
 # --------------------------------------------------------------------------------------------
@@ -345,10 +346,16 @@ def laplace_width_gradient(Phi_act: np.ndarray, centres: np.ndarray, X: np.ndarr
 
 @dataclass
 class _Bounded(SequentialSparseBayes):
-    """The core with ``alpha >= alpha_min``: proposals below the floor go to the floor (so a
-    basis at the floor is converged), which bounds the weights on separable data."""
+    """The core with two safeguards for the Laplace loop:
+
+    * ``alpha >= alpha_min``: proposals below the floor go to the floor (so a basis at the
+      floor is converged), which bounds the weights on separable data;
+    * candidates in ``tabu`` may not be added or deleted (they may be re-estimated): an add
+      or delete that the surrogate proposed but that lowered the Laplace evidence (see
+      :func:`_run_fast`)."""
 
     alpha_min: float = 0.0
+    tabu: set = field(default_factory=set)
 
     def proposals(self):
         new, gain, cur = super().proposals()
@@ -359,6 +366,10 @@ class _Bounded(SequentialSparseBayes):
             new[low] = self.alpha_min
             gain[low] = (basis_objective(new[low], s[low], q[low], self.a_prior, b[low])
                          - basis_objective(cur[low], s[low], q[low], self.a_prior, b[low]))
+        if self.tabu:
+            idx = np.fromiter(self.tabu, dtype=int)
+            switch = np.isfinite(new[idx]) != np.isfinite(cur[idx])  # an add or a delete
+            gain[idx[switch]] = -np.inf
         return new, gain, cur
 
 
@@ -420,23 +431,43 @@ def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -
     trace: list[float] = []
     converged = False
     it = 0
-    skipped = 0
+    tabu: set = set()
+    toggles: dict[int, int] = {}
+    log_ev = -np.inf
     for it in range(1, max_iter + 1):  # noqa: B007 (returned)
+        before = (list(state.active), state.alpha.copy(), state.aligned)
         action, _gain, done = state.step(tol)
         if done:
             converged = True
             break
         if action == "skip":
-            skipped += 1
             continue
         act = np.asarray(state.active)
         cols, cls = cand_col[act], cand_cls[act]
-        lap = _mode(Phi[:, cols], cls, lik, state.alpha, state.mu)
-        trace.append(lap.log_evidence)
+        new_lap = _mode(Phi[:, cols], cls, lik, state.alpha, state.mu)
+        if action != "reestimate":
+            (i,) = set(state.active) ^ set(before[0])
+            toggles[i] = toggles.get(i, 0) + 1
+            if (toggles[i] > TOGGLES
+                    and new_lap.log_evidence < log_ev - 1e-9 * max(1.0, abs(log_ev))):
+                # a basis added and deleted again and again on surrogate gains although
+                # the Laplace evidence falls (seen on IDA heart: add with surrogate gain
+                # 0.03, delete with gain 0.25, for ever): undo the action and forbid it
+                # until another add/delete is accepted
+                tabu.add(i)
+                state = _Bounded(Phi_s, z, b, prior_a, b_prior, active=before[0],
+                                 alpha=before[1], alpha_min=alpha_min, tabu=tabu)
+                state.aligned = before[2]
+                continue
+        if action != "reestimate":
+            tabu.clear()
+        lap = new_lap
+        log_ev = lap.log_evidence
+        trace.append(log_ev)
         Phi_s, z, b = _surrogate(Phi, lik, lap.F)
         aligned = state.aligned
         state = _Bounded(Phi_s, z, b, prior_a, b_prior, active=list(state.active),
-                         alpha=state.alpha.copy(), alpha_min=alpha_min)
+                         alpha=state.alpha.copy(), alpha_min=alpha_min, tabu=tabu)
         state.aligned = aligned
     act = np.asarray(state.active)
     cols, cls, alpha = cand_col[act], cand_cls[act], state.alpha.copy()
