@@ -30,11 +30,18 @@ __all__ = [
 
 
 def _sq_distances(X: np.ndarray, C: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """||x_n - c_m||^2 for all pairs, built in place in ``out`` (no N x N temporaries)."""
-    D = np.matmul(X, C.T, out=out)
-    D *= -2.0
-    D += np.einsum("ij,ij->i", X, X)[:, None]
-    D += np.einsum("ij,ij->i", C, C)[None, :]
+    """||x_n - c_m||^2 for all pairs, built in place in ``out`` (no N x N temporaries) as one
+    product ``[x, ||x||^2, 1] [-2c, 1, ||c||^2]^T``: two passes over the result, not five."""
+    d = X.shape[1]
+    Xa = np.empty((X.shape[0], d + 2))
+    Xa[:, :d] = X
+    Xa[:, d] = np.einsum("ij,ij->i", X, X)
+    Xa[:, d + 1] = 1.0
+    Ca = np.empty((C.shape[0], d + 2))
+    Ca[:, :d] = -2.0 * C
+    Ca[:, d] = 1.0
+    Ca[:, d + 1] = np.einsum("ij,ij->i", C, C)
+    D = np.matmul(Xa, Ca.T, out=out)
     np.maximum(D, 0.0, out=D)
     return D
 
