@@ -92,23 +92,27 @@ def worker(method: str, n: int, seed: int, warm_up: bool = True) -> dict:
 
 
 def run(sizes, repeats, methods, max_seconds, env=None) -> list[dict]:
+    """Fits in fresh subprocesses, the methods interleaved within each seed so that the
+    load of other jobs on the machine falls on all of them alike."""
     rows = []
     for n in sizes:
-        for method in methods:
-            if n > SLOW.get(method, n):
-                print(f"  skip {method} at N={n} (over its size cap {SLOW[method]})", flush=True)
-                continue
-            for seed in range(repeats):
+        todo = [m for m in methods if n <= SLOW.get(m, n)]
+        for m in set(methods) - set(todo):
+            print(f"  skip {m} at N={n} (over its size cap {SLOW[m]})", flush=True)
+        for seed in range(repeats):
+            for method in list(todo):
                 cmd = [sys.executable, __file__, "--worker", method, str(n), str(seed)]
                 try:
                     out = subprocess.run(cmd, capture_output=True, text=True, check=True,
                                          timeout=max_seconds, env=env)
                 except subprocess.TimeoutExpired:
                     print(f"  {method} N={n}: over {max_seconds} s, skipped", flush=True)
-                    break
+                    todo.remove(method)
+                    continue
                 except subprocess.CalledProcessError as exc:
                     print(f"  {method} N={n} failed: {exc.stderr.strip().splitlines()[-1]}")
-                    break
+                    todo.remove(method)
+                    continue
                 rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
                 r = rows[-1]
                 print(f"  N={n:5d} {method:20s} {r['time']:8.3f} s {r['peak_mb']:7.0f} MB "
