@@ -195,6 +195,14 @@ class Laplace:
         return Linv.T @ Linv
 
 
+def _chol(H: np.ndarray) -> np.ndarray:
+    """Lower Cholesky factor by LAPACK ``dpotrf`` directly (the SciPy wrapper's checks cost
+    more than the factorisation at these sizes); the jitter-and-warn path of the core if
+    ``H`` is not numerically positive definite."""
+    L, info = linalg.lapack.dpotrf(H, lower=1, clean=1)
+    return L if info == 0 else _cholesky(H)
+
+
 def _mode(Phi_act: np.ndarray, cls: np.ndarray, lik, alpha: np.ndarray,
           theta0: np.ndarray | None = None, gtol: float = 1e-10, max_iter: int = 100) -> Laplace:
     """Posterior mode by Newton / IRLS with step halving (Tipping eq. 24; PRML 7.110-7.111).
@@ -210,19 +218,19 @@ def _mode(Phi_act: np.ndarray, cls: np.ndarray, lik, alpha: np.ndarray,
     F = _logits(Phi_act, cls, theta, K)
     ll = lik.loglik(F)
     psi = ll.sum() - 0.5 * theta @ (alpha * theta)
-    converged = False
+    converged = fresh = False
     it = 0
     for it in range(1, max_iter + 1):  # noqa: B007 (returned)
         G = lik.grad(F)
         gl = _pair_gradient(Phi_act, cls, G)
         g = gl - alpha * theta
         H = _hessian(Phi_act, cls, lik.hess(F))
-        H[np.diag_indices_from(H)] += alpha
-        L = _cholesky(H)
+        H.flat[:: H.shape[0] + 1] += alpha
+        L = _chol(H)
         if np.max(np.abs(g), initial=0.0) <= gtol * max(1.0, np.max(np.abs(gl), initial=0.0)):
-            converged = True
+            converged = fresh = True
             break
-        delta = linalg.cho_solve((L, True), g, check_finite=False)
+        delta = linalg.lapack.dpotrs(L, g, lower=1)[0]
         step = 1.0
         while True:
             new = theta + step * delta
@@ -234,13 +242,14 @@ def _mode(Phi_act: np.ndarray, cls: np.ndarray, lik, alpha: np.ndarray,
             step *= 0.5
         if step < 1e-12:  # no ascent direction left at machine precision
             converged = np.max(np.abs(g)) <= 1e-6 * max(1.0, np.max(np.abs(gl)))
+            fresh = True
             break
         theta, F, ll, psi = new, F_new, ll_new, psi_new
-    G = lik.grad(F)
-    g = _pair_gradient(Phi_act, cls, G) - alpha * theta
-    H = _hessian(Phi_act, cls, lik.hess(F))
-    H[np.diag_indices_from(H)] += alpha
-    L = _cholesky(H)
+    if not fresh:  # max_iter ran out: g, H, L of the last iterate
+        g = _pair_gradient(Phi_act, cls, lik.grad(F)) - alpha * theta
+        H = _hessian(Phi_act, cls, lik.hess(F))
+        H.flat[:: H.shape[0] + 1] += alpha
+        L = _chol(H)
     loglik = float(ll.sum())
     log_ev = (loglik + 0.5 * np.sum(np.log(alpha)) - 0.5 * theta @ (alpha * theta)
               - np.sum(np.log(np.diag(L))))

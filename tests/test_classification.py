@@ -396,3 +396,82 @@ def test_learned_width_is_a_stationary_point_of_the_laplace_evidence(start):
     assert abs(slope0) > 50 * abs(slope)
     again = fit(RVMClassification(X, y, kernel=GaussianKernel(r)), "evidence")
     assert again.attrs["log_evidence"] < L + 0.05
+
+
+# --------------------------------------------------------------------------------------------
+# Published results: Ripley (Tipping 2001 §4.2) and the IDA benchmarks (Table 2 of §4.4)
+# --------------------------------------------------------------------------------------------
+
+
+@needs_data
+def test_ripley_tipping_section_4_2():
+    """Tipping (2001) §4.2: Gaussian width 0.5, 100 of Ripley's 250 training points, the
+    1000-point test set: RVM 9.3% error with 4 relevance vectors (SVM 10.6% with 38). Over
+    10 random 100-point subsets: mean error <= 11% and mean RVs <= 8 (measured 9.97%, 4.3)."""
+    Xtr, ytr = datasets.load_ripley("train", data_dir=DATA)
+    Xte, yte = datasets.load_ripley("test", data_dir=DATA)
+    rng = np.random.default_rng(0)
+    errs, n_rv = [], []
+    for _ in range(10):
+        idx = rng.choice(250, 100, replace=False)
+        post = fit(RVMClassification(Xtr[idx], ytr[idx], kernel=GaussianKernel(0.5)),
+                   "evidence", draws=10)
+        assert post.attrs["converged"]
+        errs.append(np.mean(predict(post, Xte).label != yte))
+        n_rv.append(post.attrs["n_relevant"])
+    assert np.mean(errs) <= 0.11
+    assert np.mean(n_rv) <= 8
+
+
+# Tipping (2001) Table 2 (§4.4): RVM error % and relevance vectors; heart from the published
+# reproduction (shared/papers/dd2434_reproduction.md, Table 2, "New err RVM" / "New vec RVM").
+IDA_TABLE = {"banana": (10.8, 11.4), "breast_cancer": (29.9, 6.3), "german": (22.2, 12.5),
+             "heart": (18.2, 6.6)}
+# widths r = c sqrt(d): the IDA inputs are standardised, so a typical squared distance is 2d
+# and c >= 1 keeps a typical kernel value >= e^-2 (below that the design tends to the
+# identity, the degenerate small-width regime)
+WIDTH_GRID = (1.0, 1.5, 2.0, 3.0)
+
+
+def _cv_width(X, y, grid):
+    """5-fold CV (stratified, fixed seed) log loss of the moderated predictive; the best."""
+    from sklearn.model_selection import StratifiedKFold
+
+    folds = list(StratifiedKFold(5, shuffle=True, random_state=0).split(X, y))
+    scores = []
+    for r in grid:
+        loss = 0.0
+        for tr, va in folds:
+            post = fit(RVMClassification(X[tr], y[tr], kernel=GaussianKernel(r)), "evidence",
+                       draws=10)
+            loss -= np.sum(predict(post, X[va]).logpdf(y[va]))
+        scores.append(loss)
+    return grid[int(np.argmin(scores))]
+
+
+@needs_data
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(IDA_TABLE))
+# expected, explained notes: breast_cancer has identical input rows (263 distinct of 277), so
+# some candidates duplicate bases in the model; at the CV width of banana (2.1) neighbouring
+# columns are nearly collinear and a few weight precisions sit at the floor
+@pytest.mark.filterwarnings("ignore:.*numerical duplicates:sparsebayes.models.NumericalWarning")
+@pytest.mark.filterwarnings("ignore:.*hit the floor:sparsebayes.models.NumericalWarning")
+def test_ida_benchmarks_tipping_table_2(name):
+    """Tipping (2001) §4.4 Table 2 on the first 10 IDA realisations: mean test error within
+    1.5 points of the paper's RVM column and mean relevance vectors at most twice the paper's.
+    One width per data set, chosen by 5-fold CV on the first realisation's training set (the
+    IDA protocol chose on the first five; one keeps CI time small) over ``c sqrt(d)``."""
+    X0, y0, _, _ = datasets.load_ida(name, 0, data_dir=DATA)
+    width = _cv_width(X0, y0, [c * np.sqrt(X0.shape[1]) for c in WIDTH_GRID])
+    errs, n_rv = [], []
+    for split in range(10):
+        Xtr, ytr, Xte, yte = datasets.load_ida(name, split, data_dir=DATA)
+        post = fit(RVMClassification(Xtr, ytr, kernel=GaussianKernel(width)), "evidence",
+                   draws=10)
+        assert post.attrs["converged"]
+        errs.append(100 * np.mean(predict(post, Xte).label != yte))
+        n_rv.append(post.attrs["n_relevant"])
+    paper_err, paper_rv = IDA_TABLE[name]
+    assert abs(np.mean(errs) - paper_err) <= 1.5, (width, np.mean(errs), np.mean(n_rv))
+    assert np.mean(n_rv) <= 2 * paper_rv, (width, np.mean(errs), np.mean(n_rv))
