@@ -392,6 +392,20 @@ class _Bounded(SequentialSparseBayes):
             gain[idx[switch]] = -np.inf
         return new, gain, cur
 
+    def step(self, tol: float = 1e-6):
+        """The core's step without its closing exact recomputation: the Laplace loop rebuilds
+        the state from a new surrogate after every action anyway (only ``active``,
+        ``alpha`` and the rank-one updated ``mu``, a warm start, are kept)."""
+        self._skip_recompute = True
+        try:
+            return super().step(tol)
+        finally:
+            self._skip_recompute = False
+
+    def recompute(self) -> None:
+        if not getattr(self, "_skip_recompute", False):
+            super().recompute()
+
     def reestimate(self, i: int, alpha_new: float) -> None:
         direction = np.sign(np.log(alpha_new / self.alpha[self.active.index(i)]))
         lam, last = self.damp.get(i, (1.0, 0.0))
