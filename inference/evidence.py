@@ -36,6 +36,7 @@ __all__ = [
     "basis_objective",
     "fit_fast",
     "fit_mackay",
+    "default_width_bounds",
 ]
 
 LOG_2PI = np.log(2 * np.pi)
@@ -209,8 +210,11 @@ class SequentialSparseBayes:
             self.diag = np.array(self.diag, dtype=float)
         if self.symmetric_block is not None:
             lo, hi = self.symmetric_block
-            if hi - lo != self.Phi.shape[0] or not self.Phi[:, lo:hi].flags.f_contiguous:
-                raise ValueError("symmetric_block must be a Fortran-ordered square N x N block")
+            K = self.Phi[:, lo:hi]
+            if (hi - lo != self.Phi.shape[0] or not K.flags.f_contiguous
+                    or not np.allclose(K[0], K[:, 0], rtol=1e-6, atol=1e-12)):
+                raise ValueError("symmetric_block must be a symmetric, Fortran-ordered N x N "
+                                 "block of Phi")
         self.PhiBt = self.design_T_dot(self.b * self.t)
         if not self.active:
             self._initialise()
@@ -642,11 +646,59 @@ def _symmetric_block(basis: Basis, X: np.ndarray) -> tuple[int, int] | None:
     return basis.kernel_offset, basis.kernel_offset + basis.n_kernel
 
 
-def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int = 50
-           ) -> _Solution:
+def default_width_bounds(X: np.ndarray, ard: bool = False) -> np.ndarray | None:
+    """Default search interval of a learned Gaussian width, shape (n_widths, 2), or None if
+    the inputs have fewer than two distinct points.
+
+    From the median distance of an input to its nearest distinct neighbour (narrower bases
+    each fit a single point: the degenerate limit of the evidence) to 100 times the extent
+    of the inputs (wider bases are nearly constant; cf. :func:`check_basis`). Isotropic: the
+    distances and the bounding-box diagonal in input space; ARD: per input dimension.
+    """
+    from scipy.spatial import cKDTree
+
+    cols = [X[:, [k]] for k in range(X.shape[1])] if ard else [X]
+    out = []
+    for Z in cols:
+        U = np.unique(Z, axis=0)
+        extent = float(np.sqrt(np.sum(np.ptp(Z, axis=0) ** 2)))
+        if U.shape[0] < 2 or not extent > 0:
+            return None
+        nn = cKDTree(U).query(U, k=2)[0][:, 1]
+        out.append((float(np.median(nn)), 100.0 * extent))
+    return np.array(out)
+
+
+def _log_width_bounds(width_bounds, X: np.ndarray, x0: np.ndarray) -> list[tuple[float, float]]:
+    """L-BFGS-B bounds on the log widths; they always contain the start ``x0``."""
+    wb = None
+    if isinstance(width_bounds, str):  # "data"
+        wb = default_width_bounds(X, ard=x0.size > 1)
+    elif width_bounds is not None:
+        wb = np.broadcast_to(np.asarray(width_bounds, dtype=float), (x0.size, 2))
+    if wb is None:  # a factor e^7 either way from the start
+        return [(x - 7.0, x + 7.0) for x in x0]
+    lo = np.minimum(np.log(wb[:, 0]), x0)
+    hi = np.maximum(np.log(wb[:, 1]), x0)
+    return list(zip(lo.tolist(), hi.tolist()))
+
+
+def _check_width_bounds(width_bounds) -> None:
+    if width_bounds is None or (isinstance(width_bounds, str) and width_bounds == "data"):
+        return
+    wb = np.asarray(width_bounds, dtype=float) if not isinstance(width_bounds, str) else None
+    if (wb is None or wb.shape[-1:] != (2,) or wb.ndim > 2 or not np.all(np.isfinite(wb))
+            or np.any(wb[..., 0] <= 0) or np.any(wb[..., 0] >= wb[..., 1])):
+        raise ValueError("width_bounds must be None, 'data' or (low, high) with 0 < low < "
+                         f"high (or one such pair per input dimension), got {width_bounds!r}")
+
+
+def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int = 50,
+           width_bounds=None) -> _Solution:
     """Run ``algorithm`` ("fast" or "mackay"); with ``learn_width`` alternate it with
     L-BFGS steps on the log widths at fixed hyperparameters (coordinate ascent on the
-    evidence; Tipping §4.3 interleaves the two in the same way)."""
+    evidence; Tipping §4.3 interleaves the two in the same way), the widths kept within
+    ``width_bounds`` (see :func:`fit_fast`)."""
     prior = _prior(problem)
     X, t = problem.X, problem.t
     var_t = float(np.var(t))
@@ -658,6 +710,7 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
     trace: list[float] = []
     notes: list[str] = []
     total_iter = 0
+    log_bounds = None
     for _outer in range(max_outer):
         Phi = basis.design(X)
         if algorithm == "fast":
@@ -679,10 +732,12 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
             break
         kernel = basis.kernel
         x0 = np.log(np.atleast_1d(np.asarray(kernel.width, dtype=float)))
+        if log_bounds is None:  # fixed at the first round (they contain the user's start)
+            log_bounds = _log_width_bounds(width_bounds, X, x0)
         res = optimize.minimize(
             _width_objective, x0, jac=True, method="L-BFGS-B",
             args=(kernel, basis, X, t, active, alpha, beta),
-            bounds=[(x - 7.0, x + 7.0) for x in x0], options={"maxiter": 20},
+            bounds=log_bounds, options={"maxiter": 20},
         )
         width = np.exp(res.x)
         basis = basis.with_kernel(kernel.with_width(width if kernel.is_ard else float(width[0])))
@@ -792,18 +847,20 @@ def _to_datatree(problem, sol: _Solution, *, method: str, seed, draws: int, chai
     )
 
 
-def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains):
+def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, width_bounds):
     if problem.kind != "regression":
         raise TypeError(f"{method!r} here is for RVMRegression, got {type(problem).__name__}")
     if not isinstance(max_iter, int | np.integer) or max_iter <= 0:
         raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
     if not tol > 0:
         raise ValueError(f"tol must be > 0, got {tol!r}")
+    _check_width_bounds(width_bounds)
     check_basis(problem)
     # The fast algorithm's products are mid-sized (N x M_t, one pass over Phi per add):
     # one BLAS thread; on busy cores the default threads made a whole fit 3-6x slower.
     with one_blas_thread() if algorithm == "fast" else contextlib.nullcontext():
-        sol = _solve(problem, algorithm=algorithm, max_iter=int(max_iter), tol=float(tol))
+        sol = _solve(problem, algorithm=algorithm, max_iter=int(max_iter), tol=float(tol),
+                     width_bounds=width_bounds)
         post = _to_datatree(problem, sol, method=method, seed=seed, draws=draws,
                             chains=chains)
     for note in sol.notes:
@@ -821,18 +878,22 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains):
 
 
 def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-6,
-             draws: int = 500, chains: int = 2) -> xr.DataTree:
+             draws: int = 500, chains: int = 2, width_bounds=None) -> xr.DataTree:
     """Type-II ML by Tipping & Faul's (2003) fast sequential algorithm.
 
     Stops when no basis can be added or deleted and every re-estimate changes ``ln alpha``
     by less than ``tol`` (T&F §4.4), with the noise re-estimated by eq. (46).
+    ``width_bounds`` (with ``learn_width``): ``(low, high)`` for the Gaussian width (or one
+    pair per input dimension), ``"data"`` for :func:`default_width_bounds`, or None (default)
+    for a factor ``e^7`` either way from the start width, which is always inside the bounds.
     """
     return _fit(problem, "fast", "evidence", seed=seed, max_iter=max_iter, tol=tol,
-                draws=draws, chains=chains)
+                draws=draws, chains=chains, width_bounds=width_bounds)
 
 
 def fit_mackay(problem, *, seed=None, max_iter: int = 5000, tol: float = 1e-6,
-               draws: int = 500, chains: int = 2) -> xr.DataTree:
-    """Type-II ML by MacKay re-estimation, Tipping (2001) eqs. (16)-(18) / (44), (46)."""
+               draws: int = 500, chains: int = 2, width_bounds=None) -> xr.DataTree:
+    """Type-II ML by MacKay re-estimation, Tipping (2001) eqs. (16)-(18) / (44), (46).
+    ``width_bounds`` as in :func:`fit_fast`."""
     return _fit(problem, "mackay", "evidence-mackay", seed=seed, max_iter=max_iter, tol=tol,
-                draws=draws, chains=chains)
+                draws=draws, chains=chains, width_bounds=width_bounds)
