@@ -59,6 +59,13 @@ def demo(out: Path, n: int = 100, seed: int = 0) -> Path:
     return path
 
 
+def _cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def _study_parser(sub) -> None:
     from sparsebayes.inference.study import DEFAULT_STUDY
 
@@ -76,7 +83,8 @@ def _study_parser(sub) -> None:
     p.add_argument("--out", type=Path, default=Path("results/study"),
                    help="output folder (default results/study)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--n-jobs", type=int, default=1, help="local worker processes")
+    p.add_argument("--n-jobs", type=int, default=_cpus(),
+                   help=f"local worker processes (default: the CPUs available, {_cpus()})")
     p.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.1:8786")
     p.add_argument("--timeout", type=float, default=5.0,
                    help="seconds to wait for the Dask scheduler (default 5)")

@@ -155,9 +155,10 @@ def _plot_predictive(out: Path, data: DataSpec, methods, table, fig_path: Path) 
         r = a["relevant"].astype(int)
         ax.plot(a["X_train"][r, 0], a["y_train"][r], "o", mfc="none", mec="C3", ms=8,
                 label="relevant / support vectors")
-        row = table[(table["method"] == m.label) & (table["split"] == 0)]
+        row = table[(table["dataset"] == data.label) & (table["method"] == m.label)
+                    & (table["split"] == 0)]
         rmse = float(row["rmse"].iloc[0]) if len(row) else np.nan
-        ax.set_title(f"{m.label}\n{r.size} vectors, test RMSE {_fmt(rmse)}", fontsize=9)
+        ax.set_title(f"{_short(m, methods)}\n{r.size} vectors, test RMSE {_fmt(rmse)}", fontsize=9)
         ax.set_xlabel("x")
     axes[0].legend(fontsize=7, loc="best")
     fig.suptitle(f"{data.label}: split 0", fontsize=10)
@@ -189,10 +190,11 @@ def _plot_boundary(out: Path, data: DataSpec, methods, table, fig_path: Path) ->
             ax.plot(X[sel, 0], X[sel, 1], mk, color=c, ms=3, alpha=0.7)
         r = a["relevant"].astype(int)
         ax.plot(X[r, 0], X[r, 1], "o", mfc="none", mec="k", ms=10, mew=1.2)
-        row = table[(table["method"] == m.label) & (table["split"] == 0)]
+        row = table[(table["dataset"] == data.label) & (table["method"] == m.label)
+                    & (table["split"] == 0)]
         err = float(row["error_rate"].iloc[0]) * 100 if len(row) else np.nan
-        ax.set_title(f"{m.label}\n{r.size} vectors circled, test error {_fmt(err, 1)}%",
-                     fontsize=9)
+        ax.set_title(f"{_short(m, methods)}\n{r.size} vectors circled, test error "
+                     f"{_fmt(err, 1)}%", fontsize=9)
         ax.set_xlabel("$x_1$")
         ax.set_ylabel("$x_2$")
     fig.suptitle(f"{data.label}: split 0 (p = 0.5 boundary solid, 0.25/0.75 dashed)",
@@ -206,16 +208,21 @@ def _plot_sparsity(table: pd.DataFrame, fig_path: Path) -> bool:
     datasets = list(dict.fromkeys(ok["dataset"]))
     if not datasets:
         return False
+    from matplotlib.ticker import NullFormatter
+
+    style = {m: i for i, m in enumerate(dict.fromkeys(table["method"]))}  # same in every panel
     fig, axes = _figure(len(datasets), width=4.6)
     for ax, d in zip(axes, datasets):
         sub = ok[ok["dataset"] == d]
         task = sub["task"].iloc[0]
         col, name, scale = ("rmse", "test RMSE", 1.0) if task == REGRESSION else \
             ("error_rate", "test error %", 100.0)
-        for i, (m, grp) in enumerate(sub.groupby("method", sort=False)):
+        for m, grp in sub.groupby("method", sort=False):
+            i = style[m]
             ax.plot(grp["n_relevant"], grp[col] * scale, "os^vDP*X"[i % 8], color=f"C{i}",
-                    label=m, alpha=0.8)
+                    label=m, alpha=0.8, ls="none")
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("relevance / support vectors")
         ax.set_ylabel(name)
         ax.set_title(d, fontsize=9)
@@ -225,30 +232,44 @@ def _plot_sparsity(table: pd.DataFrame, fig_path: Path) -> bool:
 
 
 def _plot_posteriors(out: Path, data: DataSpec, methods, fig_path: Path) -> str | None:
-    """Posterior comparison of the RVM fits of split 0 (inference.plots, issue 4)."""
-    try:
-        from . import plots
-    except ImportError:
-        return None
-    func = getattr(plots, "plot_posterior_comparison", None)
-    if func is None:
-        return None
+    """Posterior comparison of the RVM fits of split 0 (:func:`plots.plot_posteriors`:
+    weights, ``log10 alpha`` and, for 1-D regression, the predictive bands)."""
     import xarray as xr
 
-    posts = {}
+    from .plots import plot_posteriors
+
+    posts, arrays = {}, None
     for m in methods:
-        path = Cell(data, 0, m, _seed(out)).path(out).with_suffix(".zarr")
-        if m.family in ("rvm", "rvm*") and path.is_dir():
-            posts[m.label] = xr.open_datatree(path, engine="zarr", consolidated=False).load()
+        cell = Cell(data, 0, m, _seed(out))
+        path = cell.path(out).with_suffix(".zarr")
+        if m.family == "rvm" and path.is_dir():  # rvm* shares the rvm posterior
+            posts[_short(m, methods)] = xr.open_datatree(path, engine="zarr",
+                                                         consolidated=False).load()
+            arrays = arrays or _arrays(out, cell)
     if len(posts) < 2:
         return None
+    extra = {}
+    if arrays is not None and data.info.task == REGRESSION and arrays["grid"].shape[1] == 1:
+        extra = {"X": arrays["grid"], "X_train": arrays["X_train"],
+                 "t_train": arrays["y_train"]}
     try:
-        fig = func(posts)
-        fig = getattr(fig, "figure", fig)
-        fig.savefig(fig_path, dpi=100)
+        fig = plot_posteriors(posts, max_weights=12, **extra)
+        fig.suptitle(f"{data.label}: split 0", fontsize=10)
+        fig.subplots_adjust(top=0.85)
+        fig.savefig(fig_path, dpi=90)
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
     except Exception as exc:  # a figure must not stop the report
         return f"posterior comparison failed: {type(exc).__name__}: {exc}"
     return ""
+
+
+def _short(m: MethodSpec, methods) -> str:
+    """``family/method`` without its options when that names one method of the study."""
+    head = m.family if m.method is None else f"{m.family}/{m.method}"
+    same = [x for x in methods if (x.family, x.method) == (m.family, m.method)]
+    return head if len(same) == 1 else m.label
 
 
 def _seed(out: Path) -> int:
@@ -301,9 +322,17 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
                           str(out), "--resume"])
     lines += [f"Cells finished: {len(table)} ({n_failed} failed). To reproduce or complete "
               "the study (finished cells are reused):", "", "```bash", command, "```", ""]
+    short = {m.label: _short(m, methods) for m in methods}
+    renamed = [f"`{short[m.label]}`: {m.label.partition(':')[2].replace(':', ', ')}"
+               for m in methods if short[m.label] != m.label]
+    if renamed:
+        lines += ["Method options (tables show the short names): " + "; ".join(renamed) + ".",
+                  ""]
+    shown = table.assign(method=table["method"].map(lambda x: short.get(x, x))) \
+        if len(table) else table
     if len(table):
         fig = figdir / "sparsity_vs_error.png"
-        if _plot_sparsity(table, fig):
+        if _plot_sparsity(shown, fig):
             lines += ["![sparsity vs error](figures/sparsity_vs_error.png)", ""]
     for d in data:
         sub = table[table["dataset"] == d.label] if len(table) else table
@@ -312,13 +341,13 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
             lines += ["", "No finished cells.", ""]
             continue
         first = sub.iloc[0]
-        lines += [f"Training size {first['n_train']}, test size {first['n_test']}, "
-                  f"{first['n_features']} inputs.", "", _markdown(summary_table(table, d.label)),
-                  ""]
+        lines += [f"Training size {first['n_train']:.0f}, test size {first['n_test']:.0f}, "
+                  f"{first['n_features']:.0f} inputs.", "",
+                  _markdown(summary_table(shown, d.label)), ""]
         for col, name, _ in LOSSES[d.info.task]:
             if col not in sub or sub[col].isna().all():
                 continue
-            pt = paired_tests(table, d.label, col)
+            pt = paired_tests(shown, d.label, col)
             if pt.shape[1] < 2:
                 continue
             lines += [f"Paired t-tests, {name}: two-sided p-values over the common splits "

@@ -318,3 +318,86 @@ def test_missing_data_file_names_file_and_folder(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match=re.escape(info.files[0])) as err:
         st.run_study(info.name, "svm", 1, data_dir=tmp_path, progress=False)
     assert str(tmp_path) in str(err.value)
+
+
+# ---------------------------------------------------------------------------- data sets
+SHARED = "../shared/data"  # the benchmark files, relative to the repo root (see COMMON)
+
+
+def test_generated_and_file_splits_match_the_loaders():
+    """Each study data set against a direct call of sparsebayes.models.datasets."""
+    from sparsebayes.models import datasets as ds
+
+    s = st.load_split("sinc:n_train=40:n_test=30", 0, seed=2)
+    assert s.X_train.shape == (40, 1) and s.X_test.shape == (30, 1)
+    np.testing.assert_allclose(s.X_train[:, 0], np.linspace(-10, 10, 40))
+    # Gaussian noise of sd 0.1 around sin(x)/x (a loose check of the generator's noise)
+    resid = np.concatenate([s.y_train - np.sin(s.X_train[:, 0]) / s.X_train[:, 0],
+                            s.y_test - np.sin(s.X_test[:, 0]) / s.X_test[:, 0]])
+    assert 0.06 < resid.std() < 0.14
+    np.testing.assert_allclose(s.truth(np.array([[np.pi / 2]])), [2 / np.pi])
+    r = st.load_split("ripley_mixture", 3)
+    assert r.X_train.shape == (100, 2) and set(np.unique(r.y_train)) == {0, 1}
+
+    for k in (0, 7):
+        got = st.load_split("german", k, data_dir=SHARED)
+        X, y, Xs, ys = ds.load_ida("german", k, data_dir=SHARED)
+        np.testing.assert_array_equal(got.X_train, X)
+        np.testing.assert_array_equal(got.y_test, ys)
+    with pytest.raises(ValueError, match="image has 9 stored splits"):
+        st.load_split("image", 9, data_dir=SHARED)
+    sub = st.load_split("ripley", 0, data_dir=SHARED)
+    X, y = ds.load_ripley("train", data_dir=SHARED)
+    assert sub.X_train.shape == (100, 2) and sub.X_test.shape == (1000, 2)
+    assert all((X == row).all(1).any() for row in sub.X_train)  # a subset of the 250
+
+
+def test_boston_folds_are_rqc_ten_fold_cv():
+    """R&QC (2005) §3: 10-fold CV, test folds of 51 or 50 cases covering the 506 once."""
+    from sparsebayes.models import datasets as ds
+
+    X, y, _ = ds.load_boston(data_dir=SHARED)
+    sizes = [st.load_split("boston", k, data_dir=SHARED).X_test.shape[0] for k in range(10)]
+    assert sorted(sizes) == [50] * 4 + [51] * 6 and sum(sizes) == X.shape[0]
+    s = st.load_split("boston", 0, data_dir=SHARED)
+    np.testing.assert_allclose([s.y_train.mean(), s.y_train.std()], [0, 1], atol=1e-12)
+    # the study asks for 12 splits, the data set has 10 folds: 10 cells
+    cells, _ = st._config("boston", "svm", 12, 0).cells()
+    assert len(cells) == 10
+
+
+def test_default_study_is_what_the_cli_runs(monkeypatch, tmp_path):
+    """`sparsebayes study --out X` (no --data/--methods) runs DEFAULT_STUDY on built-in data
+    only, with every posterior, and writes the report."""
+    seen = {}
+
+    def fake_run(data, methods, splits, out, **kw):
+        seen.update(data=data, methods=methods, splits=splits, out=out, **kw)
+        st._config(data, methods, splits, kw["seed"])  # the specs parse and can all run
+        return pd.DataFrame({"status": []})
+
+    monkeypatch.setattr(st, "run_study", fake_run)
+    monkeypatch.setattr("sparsebayes.inference.report.write_report",
+                        lambda out, table=None: out / "report.md")
+    assert main(["study", "--out", str(tmp_path / "s"), "--no-progress"]) == 0
+    assert seen["data"].split(",") == st.DEFAULT_STUDY["data"]
+    assert seen["methods"].split(",") == st.DEFAULT_STUDY["methods"]
+    assert seen["splits"] == st.DEFAULT_STUDY["splits"]
+    assert all(st.DataSpec.parse(d).info.source != "file" for d in st.DEFAULT_STUDY["data"])
+    fits = {st.MethodSpec.parse(m).method for m in st.DEFAULT_STUDY["methods"]}
+    assert {"evidence", "vrvm", "advi", "nuts"} <= fits
+    families = {st.MethodSpec.parse(m).family for m in st.DEFAULT_STUDY["methods"]}
+    assert families == set(st.FAMILIES)
+
+
+def test_report_compares_posteriors_with_short_names(tmp_path):
+    out = tmp_path / "post"
+    methods = "rvm/evidence,rvm/evidence-mackay:max_iter=500,gp/evidence"
+    st.run_study("sinc:n_train=30:n_test=50", methods, 2, out, progress=False)
+    md = write_report(out).read_text()
+    assert "![posterior comparison](figures/sinc_n_test50_n_train30_posteriors.png)" in md
+    for link in _links(md):
+        assert (out / link).is_file(), link
+    assert "| `rvm/evidence-mackay` |" in md and "`rvm/evidence-mackay`: max_iter=500" in md
+    t = pd.read_csv(out / "results.csv")
+    assert t.loc[t["method"] == "gp/evidence", "n_relevant"].isna().all()
