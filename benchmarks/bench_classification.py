@@ -1,0 +1,162 @@
+"""RVM classification vs the peers: Ripley-100, Ripley-250 and IDA banana split 1 (400 points).
+
+Methods, all with the same Gaussian kernel ``exp(-|x - c|^2 / r^2)`` (``gamma = 1 / r^2``):
+``sparsebayes`` (``fit(problem, "evidence")``: Laplace + Tipping & Faul fast sequential;
+moderated probabilities), ``fastrvm`` (``RVC``, with intercept), ``sklearn-rvm`` (``EMRVC``)
+and scikit-learn ``SVC`` with C chosen by 5-fold CV (``GridSearchCV`` over 10^-1..10^3; its
+probabilities are Platt's, ``probability=True``). Width 0.5 for Ripley (Tipping 2001 §4.2)
+and 0.7 for banana (the reproduction's r_RVM, ``shared/papers/dd2434_reproduction.md``).
+
+Every method fits a small problem once before timing (imports, BLAS start-up), then the
+median of ``--repeats`` fits is reported (sklearn-rvm: one fit, it takes seconds). The SVC fit
+time is the final refit at the chosen C; the CV search time is reported separately. Reported:
+fit and predict time, test error, test log loss, number of relevance/support vectors, and
+ratios ours / peer. Writes ``benchmarks/results/classification.md``. Peers are
+benchmark-only extras: ``pip install -e ".[bench]"``.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_classification.py [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from sklearn.metrics import log_loss
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = os.environ.get("SPARSEBAYES_DATA", str(ROOT.parent / "shared" / "data"))
+METHODS = ("sparsebayes", "fastrvm", "sklearn-rvm", "SVC")
+
+
+def problems():
+    from sparsebayes.models import datasets
+
+    Xtr, ytr = datasets.load_ripley("train", data_dir=DATA)
+    Xte, yte = datasets.load_ripley("test", data_dir=DATA)
+    idx = np.random.default_rng(0).choice(250, 100, replace=False)
+    Xb, yb, Xbt, ybt = datasets.load_ida("banana", 0, data_dir=DATA)
+    return {
+        "Ripley-100": (Xtr[idx], ytr[idx], Xte, yte, 0.5),
+        "Ripley-250": (Xtr, ytr, Xte, yte, 0.5),
+        "banana-1 (400)": (Xb, yb, Xbt, ybt, 0.7),
+    }
+
+
+def make_fit(method: str, width: float):
+    """A function ``(X, y) -> (predict_proba, n_vectors, extra seconds)``."""
+    gamma = 1.0 / width**2
+    if method == "sparsebayes":
+        from sparsebayes.inference import fit, predict
+        from sparsebayes.models import GaussianKernel, RVMClassification
+
+        def run(X, y):
+            post = fit(RVMClassification(X, y, kernel=GaussianKernel(width)), "evidence",
+                       draws=10)
+            return (lambda Xn: predict(post, Xn).proba), post.attrs["n_relevant"], 0.0
+    elif method == "fastrvm":
+        from fastrvm import RVC
+
+        def run(X, y):
+            m = RVC(kernel="rbf", gamma=gamma, fit_intercept=True).fit(X, y)
+            return m.predict_proba, int(np.sum(m.n_relevance_)), 0.0
+    elif method == "sklearn-rvm":
+        from sklearn_rvm import EMRVC
+
+        def run(X, y):
+            m = EMRVC(kernel="rbf", gamma=gamma)
+            m.fit(X, y)
+            return m.predict_proba, len(m.relevance_), 0.0
+    elif method == "SVC":
+        from sklearn.model_selection import GridSearchCV
+        from sklearn.svm import SVC
+
+        def run(X, y):
+            start = time.perf_counter()
+            cv = GridSearchCV(SVC(kernel="rbf", gamma=gamma), {"C": np.logspace(-1, 3, 9)},
+                              cv=5).fit(X, y)
+            cv_time = time.perf_counter() - start
+            m = SVC(kernel="rbf", gamma=gamma, C=cv.best_params_["C"], probability=True,
+                    random_state=0)
+            m.fit(X, y)
+            return m.predict_proba, int(m.n_support_.sum()), cv_time
+    else:
+        raise ValueError(f"unknown method {method!r}")
+    return run
+
+
+def measure(method: str, data, repeats: int) -> dict:
+    X, y, Xt, yt, width = data
+    run = make_fit(method, width)
+    warm = np.random.default_rng(1).choice(len(y), min(50, len(y)), replace=False)
+    run(X[warm], y[warm])
+    times, cv_times = [], []
+    n_rep = 1 if method == "sklearn-rvm" else repeats
+    for _ in range(n_rep):
+        start = time.perf_counter()
+        proba_fn, n_vec, cv_time = run(X, y)
+        times.append(time.perf_counter() - start - cv_time)
+        cv_times.append(cv_time)
+    start = time.perf_counter()
+    proba = proba_fn(Xt)
+    pred_time = time.perf_counter() - start
+    proba = np.clip(proba, 1e-15, 1 - 1e-15)
+    return {"method": method, "fit": statistics.median(times), "cv": statistics.median(cv_times),
+            "predict": pred_time, "error": float(np.mean(np.argmax(proba, 1) != yt)),
+            "log_loss": float(log_loss(yt, proba, labels=[0, 1])), "n_vec": int(n_vec)}
+
+
+def table(name: str, rows: list[dict]) -> str:
+    ours = next(r for r in rows if r["method"] == "sparsebayes")
+    out = [f"### {name}", "",
+           "| method | fit (s) | predict (s) | error | log loss | vectors | "
+           "fit ours/peer | log loss ours/peer |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        extra = f" (+ CV {r['cv']:.3f})" if r["cv"] else ""
+        ratio = ("" if r is ours else f"{ours['fit'] / r['fit']:.2f}")
+        lratio = ("" if r is ours else f"{ours['log_loss'] / r['log_loss']:.3f}")
+        out.append(f"| {r['method']} | {r['fit']:.4f}{extra} | {r['predict']:.4f} | "
+                   f"{100 * r['error']:.1f}% | {r['log_loss']:.4f} | {r['n_vec']} | {ratio} | "
+                   f"{lratio} |")
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--methods", nargs="+", default=list(METHODS))
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"
+                                             / "classification.md"))
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")  # peers' deprecation chatter
+    sections = []
+    for name, data in problems().items():
+        rows = []
+        for method in args.methods:
+            r = measure(method, data, args.repeats)
+            rows.append(r)
+            print(f"{name:16s} {method:12s} fit {r['fit']:.4f} s  predict {r['predict']:.4f} s"
+                  f"  err {100 * r['error']:.1f}%  log loss {r['log_loss']:.4f}  "
+                  f"vectors {r['n_vec']}", flush=True)
+        sections.append(table(name, rows))
+    load = os.getloadavg()
+    header = (
+        "# Classification benchmark\n\n"
+        "`OPENBLAS_NUM_THREADS=" + os.environ.get("OPENBLAS_NUM_THREADS", "unset")
+        + f"`, load average {load[0]:.1f} during the run (a shared 2-core machine: absolute "
+        "times are inflated, ratios less so). Median of repeated fits; `python "
+        "benchmarks/bench_classification.py`. Targets (issue 3): fit within 3x of fastrvm, "
+        ">= 50x faster than sklearn-rvm, equal or better log loss.\n\n")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(header + "\n".join(sections))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
