@@ -475,3 +475,13 @@ def test_ida_benchmarks_tipping_table_2(name):
     paper_err, paper_rv = IDA_TABLE[name]
     assert abs(np.mean(errs) - paper_err) <= 1.5, (width, np.mean(errs), np.mean(n_rv))
     assert np.mean(n_rv) <= 2 * paper_rv, (width, np.mean(errs), np.mean(n_rv))
+
+
+def test_advi_divergence_is_a_clear_error():
+    """ADVI on the non-centred classification model with the default hyperprior (shape
+    a = 0.01 < 1) diverges on Ripley-100 (NaN in the ELBO): the error names the cause and the
+    remedies instead of PyMC's list of NaN coordinates."""
+    pytest.importorskip("pymc")
+    X, y = datasets.ripley_mixture(100, seed=0)
+    with pytest.raises(FloatingPointError, match=r"ADVI diverged.*GammaPrior\(a=1"):
+        fit(RVMClassification(X, y, kernel=GaussianKernel(0.5)), "advi", seed=1)
