@@ -43,7 +43,7 @@ LOG_2PI = np.log(2 * np.pi)
 ALIGNMENT_MAX = 1 - 1e-9  # candidates this collinear with a basis in the model are skipped
 EXACT_BUDGET = 2e5  # recompute S, Q exactly every step while M * M_t^2 is below this
 RECOMPUTE_EVERY = 50  # otherwise rank-one updates (App. A), rebuilt this often
-NOISE_WAIT = 50  # iterations at the initial noise before it is re-estimated every 5th
+NOISE_WAIT = 50  # iterations at the initial noise before it is re-estimated every NOISE_EVERY
 NOISE_EVERY = 10
 BETA_MAX_FACTOR = 1e6  # beta <= BETA_MAX_FACTOR / var(t): noise sd >= 1e-3 sd(t)
 
