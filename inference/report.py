@@ -344,10 +344,10 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
         lines += [f"Training size {first['n_train']:.0f}, test size {first['n_test']:.0f}, "
                   f"{first['n_features']:.0f} inputs.", "",
                   _markdown(summary_table(shown, d.label)), ""]
-        for col, name, _ in LOSSES[d.info.task]:
+        for col, name, scale in LOSSES[d.info.task]:
             if col not in sub or sub[col].isna().all():
-                continue
-            pt = paired_tests(shown, d.label, col)
+                continue  # the mean loss in the heading's unit (p-values do not change)
+            pt = paired_tests(shown.assign(**{col: shown[col] * scale}), d.label, col)
             if pt.shape[1] < 2:
                 continue
             lines += [f"Paired t-tests, {name}: two-sided p-values over the common splits "

@@ -126,8 +126,10 @@ pc = az.plot_forest({k: v for k, v in posts.items()}, var_names=["w"],
 # Every result carries the pointwise log likelihood of the training targets under each draw
 # (group `log_likelihood`), so `az.loo` and `az.compare` apply directly (for a PyMC model
 # of your own, `pm.compute_log_likelihood` adds that group). Pareto $\hat k > 0.7$ flags
-# observations whose LOO estimate is unreliable: a point-estimate posterior that leans on
-# a single relevance vector shows it.
+# observations so influential that the importance-sampling LOO estimate is unreliable for
+# them. For the evidence fit the draws are those of $w$ given the optimised
+# hyperparameters, so its LOO ignores their uncertainty (and their dependence on the
+# left-out point).
 
 # %%
 loo = {name: az.loo(post) for name, post in posts.items()}
