@@ -95,7 +95,7 @@ def _study_parser(sub) -> None:
     p.add_argument("--data-dir", type=Path,
                    help="folder of the real data files (default $SPARSEBAYES_DATA)")
     p.add_argument("--small", action="store_true",
-                   help="the default study at smoke-test size (2 splits, short chains)")
+                   help="smoke test: the default data, 2 splits, evidence methods and SVM only")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--no-report", action="store_true")
 
