@@ -29,9 +29,10 @@
 #
 # Data: sinc with Gaussian noise (sd 0.1), Gaussian kernel of width 3 (Tipping §4.1).
 #
-# `SPARSEBAYES_SMALL=1` runs a quick version (50 points, 2 short chains). Full size:
-# `jupytext --to ipynb --execute notebooks/03_posteriors.py` (100 points, 4 chains of
-# 1000 draws after 1000 tuning steps; about a minute plus nutpie's first compilation).
+# `SPARSEBAYES_SMALL=1` runs a quick version (50 points, 2 short chains). Full size
+# (100 points, 4 chains of 1000 draws after 1000 tuning steps; a minute or two including
+# nutpie's first compilation): `python notebooks/run.py 03`, which writes
+# `notebooks/03_posteriors.ipynb` with the outputs.
 
 # %%
 import os

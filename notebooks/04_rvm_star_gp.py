@@ -29,8 +29,8 @@
 #
 # The last section reproduces R&QC's Table 1 (Boston housing, 10-fold CV) through the
 # study runner. `SPARSEBAYES_SMALL=1` runs it on 2 folds only; full size (all 10 folds,
-# a few minutes): `jupytext --to ipynb --execute notebooks/04_rvm_star_gp.py` with
-# `SPARSEBAYES_DATA` pointing at the folder holding `boston.csv`.
+# a few minutes): `python notebooks/run.py 04` with `SPARSEBAYES_DATA` pointing at the
+# folder holding `boston.csv` (writes `notebooks/04_rvm_star_gp.ipynb`).
 
 # %%
 import os

@@ -33,7 +33,7 @@
 # The data files are read from `SPARSEBAYES_DATA` (see `sparsebayes datasets`).
 # `SPARSEBAYES_SMALL=1` runs a quick version (3 data sets, 1 realisation, default widths).
 # Full size (7 data sets, 10 realisations, CV widths; tens of minutes on 2 cores):
-# `jupytext --to ipynb --execute notebooks/05_ida_benchmark.py`.
+# `python notebooks/run.py 05` (writes `notebooks/05_ida_benchmark.ipynb`).
 
 # %%
 import os
