@@ -1,4 +1,4 @@
-# Two commands for a fresh machine: `make demo` (the main job) and `make test`.
+# Two commands for a fresh machine: `make study` (the main job) and `make test`.
 # Both create or reuse a Python 3.12 virtual environment in .venv (python3 resolves to 3.12
 # inside this repo through .python-version / pyenv; override with `make PYTHON=python3.12`).
 PYTHON ?= python3
@@ -12,8 +12,13 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $@
 
-.PHONY: install demo test lint bench
+.PHONY: install study demo test lint bench
 install: $(VENV)/.installed
+
+# The default comparison study on built-in data (no network); --resume makes a re-run
+# finish an interrupted study instead of refusing the existing folder.
+study: $(VENV)/.installed
+	$(BIN)/sparsebayes study --out results/study --resume
 
 demo: $(VENV)/.installed
 	$(BIN)/sparsebayes demo --out results
@@ -27,3 +32,4 @@ test: $(VENV)/.installed lint
 bench: $(VENV)/.installed
 	$(BIN)/python -m pip install -q -e ".[bench]"
 	$(BIN)/python benchmarks/bench_regression.py
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python benchmarks/bench_classification.py
