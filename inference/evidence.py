@@ -82,12 +82,18 @@ def weight_posterior(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, beta: fl
 
     Returns ``mu``, ``Sigma`` and the Cholesky factor ``L`` of ``Sigma^-1``.
     """
-    H = beta * (Phi.T @ Phi)
+    return gram_weight_posterior(Phi.T @ Phi, Phi.T @ t, alpha, beta)
+
+
+def gram_weight_posterior(G: np.ndarray, Phit: np.ndarray, alpha: np.ndarray, beta: float
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Eqs. (12)-(13) from the Gram matrix ``G = Phi^T Phi`` and ``Phit = Phi^T t``."""
+    H = beta * G
     H[np.diag_indices_from(H)] += alpha
     L = _cholesky(H)
     Linv = linalg.solve_triangular(L, np.eye(L.shape[0]), lower=True, check_finite=False)
     Sigma = Linv.T @ Linv
-    mu = beta * (Sigma @ (Phi.T @ t))
+    mu = beta * (Sigma @ Phit)
     return mu, Sigma, L
 
 
@@ -771,12 +777,7 @@ def _run_mackay(Phi, t, prior, beta, estimate_noise, beta_max, max_iter, tol, wa
     it = 0
     for it in range(1, max_iter + 1):  # noqa: B007 (it is returned)
         Gs = G[np.ix_(active, active)] if G is not None else Phi[:, active].T @ Phi[:, active]
-        H = beta * Gs
-        H[np.diag_indices_from(H)] += alpha
-        L = _cholesky(H)
-        Linv = linalg.solve_triangular(L, np.eye(L.shape[0]), lower=True, check_finite=False)
-        Sigma = Linv.T @ Linv
-        mu = beta * (Sigma @ Phit[active])
+        mu, Sigma, L = gram_weight_posterior(Gs, Phit[active], alpha, beta)
         r = t - Phi[:, active] @ mu
         logdet_H = 2 * np.sum(np.log(np.diag(L)))
         trace.append(0.5 * (N * np.log(beta) + np.sum(np.log(alpha)) - logdet_H

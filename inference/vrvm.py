@@ -13,12 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
-from scipy import linalg
 from scipy.special import digamma, gammaln
 
 from sparsebayes.models import ConvergenceWarning, GammaPrior
 
-from .evidence import _cholesky, check_basis
+from .evidence import check_basis, gram_weight_posterior
 from .pymc_fit import blas_single_thread
 from .results import draw_gaussian, gaussian_log_likelihood, make_datatree
 
@@ -139,12 +138,7 @@ def _vrvm(Phi, t, prior, *, noise_sd, alpha0, beta0, max_iter, tol) -> VRVMState
     for it in range(1, max_iter + 1):  # noqa: B007 (it is returned)
         Ga = G[np.ix_(active, active)]
         # q(w)
-        H = beta * Ga
-        H[np.diag_indices_from(H)] += alpha
-        L = _cholesky(H)
-        Linv = linalg.solve_triangular(L, np.eye(L.shape[0]), lower=True, check_finite=False)
-        Sigma = Linv.T @ Linv
-        mu = beta * (Sigma @ Phit[active])
+        mu, Sigma, L = gram_weight_posterior(Ga, Phit[active], alpha, beta)
         w2 = mu**2 + np.diag(Sigma)
         # q(alpha)
         b_t = b + 0.5 * w2
@@ -171,12 +165,7 @@ def _vrvm(Phi, t, prior, *, noise_sd, alpha0, beta0, max_iter, tol) -> VRVMState
             break
     # q(w) for the final hyperparameter factors, so that mu, Sigma match <alpha>, <beta>
     Ga = G[np.ix_(active, active)]
-    H = beta * Ga
-    H[np.diag_indices_from(H)] += alpha
-    L = _cholesky(H)
-    Linv = linalg.solve_triangular(L, np.eye(L.shape[0]), lower=True, check_finite=False)
-    Sigma = Linv.T @ Linv
-    mu = beta * (Sigma @ Phit[active])
+    mu, Sigma, _ = gram_weight_posterior(Ga, Phit[active], alpha, beta)
     return VRVMState(active=active, mu=mu, Sigma=Sigma, a_tilde=a_t, b_tilde=b_t,
                      c_tilde=None if fixed else c_t, d_tilde=None if fixed else float(d_t),
                      beta_fixed=beta_fixed, bound=np.asarray(bounds), converged=converged,
