@@ -334,7 +334,7 @@ def fit_nuts(problem: GPRegression, *, seed: int | None = None, sampler: str = "
     model, _ = problem.pymc_model(jitter=0.0)
     key = ("gp", *problem.X.shape, *free)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
-    with pymc_fit.blas_single_thread():
+    with one_blas_thread():
         post_ds, stats, t_compile, t_sample = pymc_fit._run_sampler(
             model, sampler, draws=draws, tune=tune, chains=chains, cores=cores,
             seed=seed_int, target_accept=float(target_accept), key=key)

@@ -10,7 +10,6 @@ model (there is no closed-form marginal).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 import warnings
@@ -29,6 +28,7 @@ from sparsebayes.models.pymc_models import (
     regression_model,
 )
 
+from .predictive import one_blas_thread
 from .results import gaussian_log_likelihood, make_datatree
 
 __all__ = [
@@ -54,17 +54,6 @@ KEEP_STATS = ("diverging", "tree_depth", "step_size", "energy", "lp", "n_steps",
               "acceptance_rate", "reached_max_treedepth", "energy_error")
 FLOPS_PER_SECOND = 2e9  # one core, dense linear algebra on ~100 x 100 matrices
 _COMPILED: dict = {}  # nutpie models, reused for data of the same shapes
-
-
-def blas_single_thread():
-    """Limit BLAS to one thread. On ~100 x 100 matrices multithreaded OpenBLAS is up to 60x
-    slower than one thread when the cores are busy (measured here: 15 ms vs 0.27 ms per
-    gradient of the collapsed log density), and the samplers already run chains in parallel."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
 
 
 # --------------------------------------------------------------------------------------------
@@ -156,7 +145,7 @@ def _assemble(problem, model, *, alpha, beta, w, extra_stats, attrs, rng) -> xr.
     posterior = {"alpha": alpha}
     if problem.kind == "regression":
         if w is None:
-            with blas_single_thread():
+            with one_blas_thread():
                 w, _ = conditional_weights(Phi, problem.t, alpha, beta, rng)
         posterior.update(w=w, beta=beta, noise_sd=1.0 / np.sqrt(beta))
         loglik = gaussian_log_likelihood(problem.t, w @ Phi.T, beta)
@@ -374,7 +363,7 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
     key = (problem.kind, collapsed, model.rvm_info.get("form"), model.rvm_info.get("softmax"),
            getattr(problem, "noise_sd", None) is not None, N, M, K)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
-    with blas_single_thread():
+    with one_blas_thread():
         post_ds, stats, t_compile, t_sample = _run_sampler(
             model, sampler, draws=draws, tune=tune, chains=chains, cores=cores,
             seed=seed_int, target_accept=float(target_accept), key=key,
@@ -469,7 +458,7 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
     callback = ElboConvergence(window=window, tol=tol)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
     start_time = time.perf_counter()
-    with blas_single_thread(), model:
+    with one_blas_thread(), model:
         try:
             approx = pm.fit(n=max_iter, method=method, random_seed=seed_int,
                             start=_start_point(problem, model), callbacks=[callback],

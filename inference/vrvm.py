@@ -18,7 +18,7 @@ from scipy.special import digamma, gammaln
 from sparsebayes.models import ConvergenceWarning, GammaPrior
 
 from .evidence import check_basis, gram_weight_posterior
-from .pymc_fit import blas_single_thread
+from .predictive import one_blas_thread
 from .results import draw_gaussian, gaussian_log_likelihood, make_datatree
 
 __all__ = ["VRVMState", "vrvm", "vrvm_bound", "fit_vrvm", "gamma_entropy"]
@@ -109,7 +109,7 @@ def vrvm(Phi: np.ndarray, t: np.ndarray, prior: GammaPrior, *, noise_sd: float |
     With the flat prior (``b = 0``) ``<alpha_i>`` can grow without limit: such bases are
     pruned once ``<alpha_i>`` exceeds ``1e12`` times the data's weight-precision scale.
     """
-    with blas_single_thread():
+    with one_blas_thread():
         return _vrvm(np.asarray(Phi, dtype=float), np.asarray(t, dtype=float), prior,
                      noise_sd=noise_sd, alpha0=alpha0, beta0=beta0, max_iter=max_iter, tol=tol)
 
