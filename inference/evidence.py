@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import xarray as xr
@@ -196,8 +197,13 @@ class SequentialSparseBayes:
     with ``hi - lo = N`` (kernel columns centred on the training inputs, ``k(x, c) =
     k(c, x)``): products ``Phi^T v`` then read only its lower triangle (BLAS ``symv``), half
     the memory traffic of the one pass over ``Phi`` that each add needs.
+
+    ``refresh_after_step``: rebuild ``S``, ``Q`` exactly after a step when the rank-one
+    updates may have drifted (a caller that rebuilds the state after every step anyway,
+    like the Laplace loop, turns it off).
     """
 
+    refresh_after_step: ClassVar[bool] = True
     Phi: np.ndarray
     t: np.ndarray
     b: np.ndarray
@@ -493,7 +499,8 @@ class SequentialSparseBayes:
         cheap = self.S.size * len(self.active) ** 2 <= EXACT_BUDGET
         trouble = not (np.min(np.diag(self.Sigma)) > 0 and np.min(self.S) >= 0
                        and np.isfinite(np.sum(self.S)))
-        if cheap or trouble or self.steps_since_recompute >= RECOMPUTE_EVERY:
+        if self.refresh_after_step and (cheap or trouble
+                                        or self.steps_since_recompute >= RECOMPUTE_EVERY):
             self.recompute()  # rank-one drift: rebuild from scratch
         return action, gain_i, False
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import xarray as xr
@@ -369,6 +370,10 @@ class _Bounded(SequentialSparseBayes):
       is scaled by a factor ``lam`` in ``damp`` (halved at every reversal, doubled back
       towards 1 otherwise, at least ``DAMP_MIN``)."""
 
+    # The Laplace loop rebuilds the state from a new surrogate after every action (keeping
+    # only ``active``, ``alpha`` and the rank-one updated ``mu`` as a warm start), so the
+    # core's exact rebuild after a step would be wasted.
+    refresh_after_step: ClassVar[bool] = False
     alpha_min: float = 0.0
     tabu: set = field(default_factory=set)
     damp: dict = field(default_factory=dict)  # basis -> (lam, sign of its last log step)
@@ -391,20 +396,6 @@ class _Bounded(SequentialSparseBayes):
             switch = np.isfinite(new[idx]) != np.isfinite(cur[idx])  # an add or a delete
             gain[idx[switch]] = -np.inf
         return new, gain, cur
-
-    def step(self, tol: float = 1e-6):
-        """The core's step without its closing exact recomputation: the Laplace loop rebuilds
-        the state from a new surrogate after every action anyway (only ``active``,
-        ``alpha`` and the rank-one updated ``mu``, a warm start, are kept)."""
-        self._skip_recompute = True
-        try:
-            return super().step(tol)
-        finally:
-            self._skip_recompute = False
-
-    def recompute(self) -> None:
-        if not getattr(self, "_skip_recompute", False):
-            super().recompute()
 
     def reestimate(self, i: int, alpha_new: float) -> None:
         direction = np.sign(np.log(alpha_new / self.alpha[self.active.index(i)]))
