@@ -22,7 +22,13 @@ from scipy import linalg, optimize
 from sparsebayes.models import ConvergenceWarning, NumericalWarning
 from sparsebayes.models.gp import GPRegression, se_ard_covariance
 
-from .predictive import MixturePredictive, Predictive, check_new_inputs, one_blas_thread
+from .predictive import (
+    MixturePredictive,
+    Predictive,
+    _draw_index,
+    check_new_inputs,
+    one_blas_thread,
+)
 
 __all__ = [
     "log_marginal_likelihood",
@@ -387,10 +393,7 @@ def predict_gp(post: xr.DataTree, X_new, max_draws: int | None = 500
     if ls.shape[0] == 1:
         mean, var = gp_moments(X, t, X_new, ls[0], sf[0], sn[0])
         return Predictive(mean=mean, var=var, kind="gp")
-    keep = np.arange(ls.shape[0])
-    if max_draws is not None and keep.size > max_draws:
-        keep = np.linspace(0, keep.size - 1, _check_positive_int("max_draws", max_draws)
-                           ).round().astype(int)
+    keep = _draw_index(ls.shape[0], max_draws)
     moments = [gp_moments(X, t, X_new, ls[s], sf[s], sn[s]) for s in keep]
     return MixturePredictive(np.array([m for m, _ in moments]),
                              np.array([v for _, v in moments]), kind="gp")
