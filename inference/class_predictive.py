@@ -99,7 +99,10 @@ def moderated_softmax(M: np.ndarray, P: np.ndarray) -> np.ndarray:
 
     ``M`` (n, K) logit means, ``P`` (n, K, K) logit covariances. Each
     ``softmax_k = 1 / sum_j exp(-(f_k - f_j))``; every difference ``f_k - f_j`` is moderated
-    by ``kappa(Var(f_k - f_j))`` and the result renormalised.
+    by ``kappa(Var(f_k - f_j))`` and the result renormalised. Accuracy against quadrature
+    (tests/test_class_predictive.py): for K = 3 and pairwise variances up to 4, within 0.06
+    (0.007 on average) of the exact ``E[softmax(f)]``; it grows with the variance (~0.14 at
+    variances of 25 or more), so ``kind="samples"`` is the reference far from the data.
     """
     d = np.einsum("nkk->nk", P)
     V = d[:, :, None] + d[:, None, :] - 2 * P
