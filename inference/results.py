@@ -9,6 +9,7 @@ regression), ``log_likelihood`` (``t`` on dim ``obs``), ``observed_data``, ``con
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -79,28 +80,31 @@ def make_datatree(
             traces[k] = v
         else:
             stats_plain[k] = np.asarray(v)
-    groups = {
-        "posterior": {k: np.asarray(v) for k, v in posterior.items()},
-        "log_likelihood": {"t": np.asarray(log_likelihood)},
-        "observed_data": {"t": np.asarray(problem.t)},
-        "constant_data": {"X": problem.X, "centres": centres, "centre_index": centre_index},
-    }
-    if stats_plain:
-        groups["sample_stats"] = stats_plain
     dims.update({"X": ["obs", "feature"], "centres": ["basis", "feature"],
                  "centre_index": ["basis"]})
-    dt = azb.from_dict(groups, coords=coords, dims=dims)
-    if traces:
-        ss = dt["sample_stats"].to_dataset() if "sample_stats" in dt.children else xr.Dataset()
-        for k, (tdims, arr) in traces.items():
-            ss[k] = (tdims, np.asarray(arr))
-        dt["sample_stats"] = xr.DataTree(ss)
+    sample = ["chain", "draw"]
+    children = {
+        "posterior": _group({k: np.asarray(v) for k, v in posterior.items()}, dims, coords,
+                            sample),
+        "log_likelihood": _group({"t": np.asarray(log_likelihood)}, dims, coords, sample,
+                                 skip_event_dims=True),
+        "observed_data": _group({"t": np.asarray(problem.t)}, dims, coords, []),
+        "constant_data": _group({"X": problem.X, "centres": centres,
+                                 "centre_index": centre_index}, dims, coords, []),
+    }
+    if stats_plain or traces:
+        children["sample_stats"] = _group(
+            stats_plain, dims, coords, sample,
+            extra={k: (tdims, np.asarray(arr)) for k, (tdims, arr) in traces.items()},
+            arviz_attrs=bool(stats_plain))
     if gaussian is not None:
-        gp = xr.Dataset(coords={"basis": labels, "basis_bis": labels})
+        gvars = {}
         for k, v in gaussian.items():
             v = np.asarray(v)
-            gp[k] = {0: (), 1: ("basis",), 2: ("basis", "basis_bis")}[v.ndim], v
-        dt["gaussian_posterior"] = xr.DataTree(gp)
+            gvars[k] = ({0: (), 1: ("basis",), 2: ("basis", "basis_bis")}[v.ndim], v)
+        children["gaussian_posterior"] = xr.Dataset(
+            gvars, coords={"basis": labels, "basis_bis": labels})
+    dt = xr.DataTree.from_dict(children)
 
     base_attrs = {
         "problem_kind": problem.kind,
@@ -126,6 +130,30 @@ def basis_from_posterior(post: xr.DataTree) -> tuple[Basis, np.ndarray]:
     return basis, columns
 
 
+def _group(data: Mapping[str, np.ndarray], dims: Mapping[str, list[str]],
+           coords: Mapping[str, Any], sample_dims: list[str], *,
+           skip_event_dims: bool = False, extra: Mapping[str, tuple] | None = None,
+           arviz_attrs: bool = True) -> xr.Dataset:
+    """The group ``arviz_base.dict_to_dataset`` builds (as ``from_dict`` calls it): each
+    variable's dims and default coordinates by ArviZ's ``generate_dims_coords``, the
+    attributes by its ``make_attrs``, but one ``Dataset`` constructor instead of a
+    ``DataArray`` per variable merged (half the time; a fit builds this tree every call).
+    ``extra``: further ``(dims, array)`` variables without coordinates (traces)."""
+    data_vars: dict[str, tuple] = {}
+    var_coords: dict[str, Any] = {}
+    for name, values in data.items():
+        own = list(dims.get(name, []))
+        var_dims = [d for d in sample_dims if d not in own] + own
+        var_dims, c = azb.generate_dims_coords(values.shape, var_name=name, dims=var_dims,
+                                               coords=coords, skip_event_dims=skip_event_dims)
+        data_vars[name] = (var_dims, values)
+        var_coords.update(c)
+    data_vars.update(extra or {})
+    attrs = azb.make_attrs(sample_dims=sample_dims) if arviz_attrs else None
+    return xr.Dataset(data_vars, coords=var_coords, attrs=attrs)
+
+
+@functools.cache
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -135,8 +163,10 @@ def _version() -> str:
         return "unknown"
 
 
+@functools.cache
 def library_versions() -> str:
-    """JSON of the versions of the libraries a result depends on."""
+    """JSON of the versions of the libraries a result depends on (read once per process:
+    ``importlib.metadata`` parses every package's metadata file, ~4 ms per fit)."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}

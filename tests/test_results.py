@@ -1,0 +1,111 @@
+"""The result DataTree (inference/results.py): ``make_datatree`` builds each ArviZ group in
+one ``Dataset`` constructor; the reference is ArviZ's own ``from_dict`` converter, which it
+must match exactly (names, dims, coords, values, group attributes except the time stamp)."""
+
+import arviz_base as azb
+import numpy as np
+import pytest
+import xarray as xr
+
+from sparsebayes.inference.results import library_versions, make_datatree
+from sparsebayes.models import GaussianKernel, RVMClassification, RVMRegression
+
+
+def _reference(problem, basis, columns, posterior, log_likelihood, sample_stats, gaussian,
+               extra_dims, extra_coords):
+    """The tree as ``arviz_base.from_dict`` builds it, sample statistics given as
+    ``(dims, array)`` traces appended to the ArviZ group, the Gaussian group added last."""
+    labels = np.asarray(basis.labels, dtype=str)[columns]
+    n, d = problem.X.shape
+    coords = {"basis": labels, "obs": np.arange(n), "feature": np.arange(d), **extra_coords}
+    dims = {"w": ["basis"], "alpha": ["basis"], "t": ["obs"], "X": ["obs", "feature"],
+            "centres": ["basis", "feature"], "centre_index": ["basis"], **extra_dims}
+    cidx = basis.centre_index()[columns]
+    centres = np.full((columns.size, d), np.nan)
+    centres[cidx >= 0] = basis.centres[cidx[cidx >= 0]]
+    plain = {k: v for k, v in sample_stats.items() if not isinstance(v, tuple)}
+    groups = {"posterior": posterior, "log_likelihood": {"t": log_likelihood},
+              "observed_data": {"t": problem.t},
+              "constant_data": {"X": problem.X, "centres": centres, "centre_index": cidx}}
+    if plain:
+        groups["sample_stats"] = plain
+    dt = azb.from_dict(groups, coords=coords, dims=dims)
+    ss = dt["sample_stats"].to_dataset() if plain else xr.Dataset()
+    for k, v in sample_stats.items():
+        if isinstance(v, tuple):
+            ss[k] = v
+    dt["sample_stats"] = xr.DataTree(ss)
+    gp = xr.Dataset(coords={"basis": labels, "basis_bis": labels})
+    for k, v in gaussian.items():
+        gp[k] = {1: ("basis",), 2: ("basis", "basis_bis")}[v.ndim], v
+    dt["gaussian_posterior"] = xr.DataTree(gp)
+    return dt
+
+
+def _without_time_stamps(dt):
+    dt = dt.copy()
+    for node in dt.subtree:
+        node.attrs.pop("created_at", None)
+    return dt
+
+
+@pytest.mark.parametrize("plain_stats", [True, False])
+def test_make_datatree_equals_arviz_from_dict(plain_stats):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(12, 2))
+    problem = RVMClassification(X, np.arange(12) % 3, kernel=GaussianKernel(1.0))
+    basis = problem.basis
+    columns = np.array([0, 3, 7])  # the bias and two kernel columns
+    chains, draws, K = 2, 4, 3
+    posterior = {"w": rng.normal(size=(chains, draws, 3, K)),
+                 "alpha": rng.gamma(1.0, size=(chains, draws, 3, K)),
+                 "scale": rng.gamma(1.0, size=(chains, draws, 5))}  # a dim without coords
+    loglik = rng.normal(size=(chains, draws, 12))
+    stats = {"log_evidence": (("iteration",), rng.normal(size=7))}
+    if plain_stats:
+        stats["energy"] = rng.normal(size=(chains, draws))
+    gaussian = {"mu": rng.normal(size=3), "Sigma": np.eye(3)}
+    extra_dims = {"w": ["basis", "class"], "alpha": ["basis", "class"]}
+    extra_coords = {"class": np.array(["a", "b", "c"])}
+    got = make_datatree(problem, basis=basis, columns=columns, posterior=posterior,
+                        log_likelihood=loglik, sample_stats=stats, gaussian=gaussian,
+                        extra_dims=extra_dims, extra_coords=extra_coords)
+    ref = _reference(problem, basis, columns, posterior, loglik, stats, gaussian, extra_dims,
+                     extra_coords)
+    assert list(got.children) == list(ref.children)
+    for name in ref.children:
+        assert list(got[name].attrs) == list(ref[name].attrs)
+        assert list(got[name].to_dataset().variables) == list(ref[name].to_dataset().variables)
+    ref.attrs.update(got.attrs)  # the root attributes are ours alone
+    xr.testing.assert_identical(_without_time_stamps(got), _without_time_stamps(ref))
+    assert got["posterior"]["scale"].dims == ("chain", "draw", "scale_dim_0")
+
+
+def test_make_datatree_regression_without_gaussian_group():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(9, 1))
+    problem = RVMRegression(X, rng.normal(size=9), kernel=GaussianKernel(1.0))
+    columns = np.arange(len(problem.basis.labels))  # bias + 9 kernel columns
+    post = {"w": rng.normal(size=(1, 3, columns.size)), "beta": rng.gamma(1.0, size=(1, 3))}
+    loglik = rng.normal(size=(1, 3, 9))
+    got = make_datatree(problem, basis=problem.basis, columns=columns, posterior=post,
+                        log_likelihood=loglik)
+    ref = azb.from_dict(
+        {"posterior": post, "log_likelihood": {"t": loglik}, "observed_data": {"t": problem.t},
+         "constant_data": {"X": X, "centres": got["constant_data"]["centres"].values,
+                           "centre_index": got["constant_data"]["centre_index"].values}},
+        coords={"basis": np.asarray(problem.basis.labels, dtype=str)[columns],
+                "obs": np.arange(9), "feature": np.arange(1)},
+        dims={"w": ["basis"], "t": ["obs"], "X": ["obs", "feature"],
+              "centres": ["basis", "feature"], "centre_index": ["basis"]})
+    assert list(got.children) == list(ref.children)
+    ref.attrs.update(got.attrs)
+    xr.testing.assert_identical(_without_time_stamps(got), _without_time_stamps(ref))
+
+
+def test_library_versions_is_read_once_and_names_numpy():
+    import json
+
+    first = library_versions()
+    assert library_versions() is first  # cached: importlib.metadata is read once
+    assert json.loads(first)["numpy"] == np.__version__
