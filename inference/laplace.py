@@ -397,6 +397,19 @@ class _Bounded(SequentialSparseBayes):
             gain[idx[switch]] = -np.inf
         return new, gain, cur
 
+    def relinearise(self, Phi: np.ndarray, t: np.ndarray, b: np.ndarray) -> None:
+        """Move the state to a new surrogate (design, targets ``t_hat``, precisions ``B``)
+        keeping the model (``active``, ``alpha``), the skipped duplicates and the safeguards:
+        what a new state built on it would hold (``diag``, ``Phi^T B t_hat``, ``cross``, then
+        the exact :meth:`recompute`), without the construction and its checks."""
+        self.Phi, self.t, self.b = Phi, t, np.asarray(b, dtype=float)
+        self.diag = np.einsum("nm,nm,n->m", Phi, Phi, self.b)
+        self.PhiBt = self.design_T_dot(self.b * t)
+        Mt = len(self.active)
+        self._buf[:, :Mt] = Phi.T @ (self.b[:, None] * Phi[:, self.active])
+        self.cross = self._buf[:, :Mt]
+        self.recompute()
+
     def reestimate(self, i: int, alpha_new: float) -> None:
         direction = np.sign(np.log(alpha_new / self.alpha[self.active.index(i)]))
         lam, last = self.damp.get(i, (1.0, 0.0))
@@ -498,10 +511,8 @@ def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -
         log_ev = lap.log_evidence
         trace.append(log_ev)
         Phi_s, z, b = _surrogate(Phi, lik, lap.F)
-        aligned = state.aligned
-        state = _Bounded(Phi_s, z, b, prior_a, b_prior, active=list(state.active),
-                         alpha=state.alpha.copy(), alpha_min=alpha_min, tabu=tabu, damp=damp)
-        state.aligned = aligned
+        state.tabu, state.damp = tabu, damp
+        state.relinearise(Phi_s, z, b)
     act = np.asarray(state.active)
     cols, cls, alpha = cand_col[act], cand_cls[act], state.alpha.copy()
     order = np.lexsort((cols, cls))
