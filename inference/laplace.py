@@ -821,7 +821,7 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, like
                         trace=trace, method=method)
 
 
-def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-6,
+def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-3,
              draws: int = 500, chains: int = 2, likelihood: str | None = None,
              alpha: str = "per-class", alpha_min: float = ALPHA_MIN) -> xr.DataTree:
     """Type-II ML for RVM classification by Tipping & Faul's (2003) sequential algorithm
@@ -831,6 +831,11 @@ def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-6,
     force the softmax for 2 classes. ``alpha``: "per-class" (one per class weight; the only
     choice here, "shared" needs ``evidence-mackay``). ``alpha_min``: floor on alpha for
     unit-norm columns (bounds the weights on separable data; a warning says when it is hit).
+    ``tol``: converged when no basis is to be added or deleted and every re-estimate changes
+    ``ln alpha`` by less than ``tol`` (T&F §4.4); the default 1e-3 is SparseBayes's
+    ``MinDeltaLogAlpha``. (Measured against 1e-6 on Ripley, its 10 subsets and IDA banana,
+    breast cancer, german, heart: the same relevance vectors, error and log loss, the Laplace
+    evidence within 1e-3 nats, 20-40% fewer iterations.)
     """
     return _fit(problem, "fast", "evidence", seed=seed, max_iter=max_iter, tol=tol,
                 draws=draws, chains=chains, likelihood=likelihood, alpha=alpha,
