@@ -55,11 +55,12 @@ BETA_MAX_FACTOR = 1e6  # beta <= BETA_MAX_FACTOR / var(t): noise sd >= 1e-3 sd(t
 
 
 def _cholesky(H: np.ndarray) -> np.ndarray:
-    """Lower Cholesky factor of the SPD matrix H, with jitter and a warning if needed."""
-    try:
-        return linalg.cholesky(H, lower=True, check_finite=False)
-    except linalg.LinAlgError:
-        pass
+    """Lower Cholesky factor of the SPD matrix H, with jitter and a warning if needed.
+    (LAPACK ``dpotrf`` first: at the sizes of a sparse model the SciPy wrapper's checks
+    cost more than the factorisation.)"""
+    L, info = linalg.lapack.dpotrf(H, lower=1, clean=1)
+    if info == 0:
+        return L
     scale = max(np.mean(np.abs(np.diag(H))), 1e-300)
     for power in range(-12, -3):
         jitter = scale * 10.0**power
@@ -276,17 +277,16 @@ class SequentialSparseBayes:
         of ``cross`` — a sum of squares, far more accurate than ``c_m^T Sigma c_m`` when
         H is ill-conditioned."""
         act = np.asarray(self.active)
-        H = self.cross[act, :].copy()
+        H = self.cross[act, :]
         H = 0.5 * (H + H.T)
-        H[np.diag_indices_from(H)] += self.alpha
-        L = _cholesky(H)
+        H.flat[:: act.size + 1] += self.alpha
+        L = _cholesky(H)  # lower, upper triangle zero
         ZT = linalg.blas.dtrsm(1.0, L, self.cross, side=1, lower=1, trans_a=1)  # cross L^-T
-        y = linalg.solve_triangular(L, self.PhiBt[act], lower=True, check_finite=False)
-        self.mu = linalg.solve_triangular(L.T, y, lower=False, check_finite=False)
-        Linv, info = linalg.lapack.dtrtri(L, lower=1)
+        y = linalg.lapack.dtrtrs(L, self.PhiBt[act], lower=1)[0]
+        self.mu = linalg.lapack.dtrtrs(L, y, lower=1, trans=1)[0]
+        Linv, info = linalg.lapack.dtrtri(L, lower=1)  # keeps the zero upper triangle
         if info != 0:
             raise linalg.LinAlgError("singular Cholesky factor of the posterior precision")
-        Linv = np.tril(Linv)
         self.Sigma = Linv.T @ Linv
         self.S = self.diag - np.einsum("ij,ij->i", ZT, ZT)
         self.Q = self.PhiBt - ZT @ y
@@ -336,7 +336,12 @@ class SequentialSparseBayes:
     def _choose(self, tol: float) -> tuple[int, float, float] | None:
         """The action with the largest gain from :meth:`proposals`: (candidate, its new
         alpha, gain), or None when converged (T&F §4.4)."""
-        new, gain, cur = self.proposals()
+        return self._decide(*self.proposals(), tol)
+
+    @staticmethod
+    def _decide(new: np.ndarray, gain: np.ndarray, cur: np.ndarray, tol: float
+                ) -> tuple[int, float, float] | None:
+        """:meth:`_choose` given the proposals (new alpha, gain, current alpha)."""
         in_model = np.isfinite(cur)
         pending = (np.isfinite(new) != in_model) & np.isfinite(gain)  # an add or a delete
         reest = in_model & np.isfinite(new)

@@ -55,6 +55,7 @@ ALPHA_MIN = 1e-6  # floor on alpha (unit-norm columns): bounds w on separable da
 B_FLOOR = 1e-300  # B underflows to 0 only for |logit| > 745
 DAMP_MIN = 1.0 / 64  # smallest damping factor of a re-estimate's log step
 TOGGLES = 4  # adds + deletes of one basis after which they must raise the Laplace evidence
+PHI2_MAX = 4_000_000  # the fast loop keeps Phi**2 (for phi_m^T B phi_m) up to this size
 
 
 # --------------------------------------------------------------------------------------------
@@ -377,6 +378,7 @@ class _Bounded(SequentialSparseBayes):
     alpha_min: float = 0.0
     tabu: set = field(default_factory=set)
     damp: dict = field(default_factory=dict)  # basis -> (lam, sign of its last log step)
+    _Phi2: np.ndarray | None = field(default=None, repr=False)  # Phi**2 for relinearise
 
     def proposals(self):
         new, gain, cur = super().proposals()
@@ -397,13 +399,73 @@ class _Bounded(SequentialSparseBayes):
             gain[idx[switch]] = -np.inf
         return new, gain, cur
 
+    def _choose(self, tol: float) -> tuple[int, float, float] | None:
+        if not self.flat:  # a Gamma prior: the general proposals
+            return self._decide(*self.proposals(), tol)
+        return self._decide(*self._flat_proposals(), tol)
+
+    def _flat_proposals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`proposals` for the flat prior, the same numbers (eq. 20 for the new alpha,
+        eq. 18 for the gains, the same expressions) from the excluded candidates with
+        ``Q^2 > S`` and the bases in the model only, instead of every candidate through the
+        Gamma-prior root finder."""
+        S, Q = self.S, self.Q
+        M = S.size
+        new = np.full(M, np.inf)
+        gain = np.full(M, -np.inf)
+        cur = np.full(M, np.inf)
+        # adds: excluded, not numerically in the model's span, q^2 > s (s = S, q = Q)
+        theta = Q * Q - S
+        add = np.flatnonzero(self.excluded & (S > 1e-12 * self.diag) & (theta > 0))
+        s, q = S[add], Q[add]
+        a = s**2 / theta[add]
+        a = np.where(a < self.alpha_min, self.alpha_min, a)
+        new[add] = a
+        gain[add] = 0.5 * (np.log(a / (a + s)) + q**2 / (a + s))
+        # the bases in the model (sq(): s = 1/Sigma_jj - alpha, q = mu / Sigma_jj)
+        act = np.asarray(self.active)
+        alpha = self.alpha
+        cur[act] = alpha
+        d = np.diag(self.Sigma)
+        s = 1.0 / d - alpha
+        q = self.mu / d
+        theta = q**2 - s
+        keep = theta > 0
+        a = np.full(act.size, np.inf)
+        a[keep] = s[keep] ** 2 / theta[keep]
+        a[keep & (a < self.alpha_min)] = self.alpha_min
+        for j, i in enumerate(act):
+            lam = self.damp.get(int(i), (1.0, 0.0))[0]
+            if lam < 1 and keep[j]:
+                a[j] = alpha[j] * (a[j] / alpha[j]) ** lam
+        l_new = np.zeros(act.size)
+        ak, sk = a[keep], s[keep]
+        l_new[keep] = 0.5 * (np.log(ak / (ak + sk)) + q[keep] ** 2 / (ak + sk))
+        new[act] = a
+        gain[act] = l_new - 0.5 * (np.log(alpha / (alpha + s)) + q**2 / (alpha + s))
+        if self.aligned:
+            gain[list(self.aligned)] = -np.inf
+        if act.size == 1 and not keep[0]:  # never empty the model
+            gain[act[0]] = -np.inf
+        if self.tabu:
+            idx = np.fromiter(self.tabu, dtype=int)
+            switch = np.isfinite(new[idx]) != np.isfinite(cur[idx])  # an add or a delete
+            gain[idx[switch]] = -np.inf
+        return new, gain, cur
+
     def relinearise(self, Phi: np.ndarray, t: np.ndarray, b: np.ndarray) -> None:
         """Move the state to a new surrogate (design, targets ``t_hat``, precisions ``B``)
         keeping the model (``active``, ``alpha``), the skipped duplicates and the safeguards:
         what a new state built on it would hold (``diag``, ``Phi^T B t_hat``, ``cross``, then
         the exact :meth:`recompute`), without the construction and its checks."""
-        self.Phi, self.t, self.b = Phi, t, np.asarray(b, dtype=float)
-        self.diag = np.einsum("nm,nm,n->m", Phi, Phi, self.b)
+        b = np.asarray(b, dtype=float)
+        if Phi.size > PHI2_MAX:
+            self.diag = np.einsum("nm,nm,n->m", Phi, Phi, b)
+        else:  # Phi**2 kept while the design stays (Bernoulli: always)
+            if Phi is not self.Phi or self._Phi2 is None:
+                self._Phi2 = Phi * Phi
+            self.diag = b @ self._Phi2
+        self.Phi, self.t, self.b = Phi, t, b
         self.PhiBt = self.design_T_dot(self.b * t)
         Mt = len(self.active)
         self._buf[:, :Mt] = Phi.T @ (self.b[:, None] * Phi[:, self.active])

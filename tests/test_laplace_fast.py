@@ -48,3 +48,34 @@ def test_relinearise_equals_a_state_built_on_the_new_surrogate(K):
     np.testing.assert_allclose(state.mu, lap.theta, atol=1e-6)
     # and both take the same next action
     assert state.step(1e-6)[:2] == pytest.approx(fresh.step(1e-6)[:2])
+
+
+@pytest.mark.parametrize("K", [2, 3])
+def test_flat_proposals_equal_the_general_proposals(K):
+    """The flat-prior proposals (adds from the excluded candidates, the bases in the model)
+    are the numbers of the general path (``optimal_alpha`` and ``basis_objective`` for every
+    candidate, then the floor, damping and tabu of ``_Bounded``), and give the same action."""
+    Phi, lik = _problem(K)
+    N = Phi.shape[0]
+    state = _Bounded(*_surrogate(Phi, lik, np.zeros((N, lik.n_out))), 0.0, 0.0,
+                     alpha_min=1e-6)
+    assert state.flat
+    for it in range(40):
+        if it == 3:  # switch the safeguards on: floor, damping, tabu
+            _, gain, cur = state.proposals()
+            adds = np.flatnonzero(np.isfinite(gain) & np.isinf(cur))
+            state.tabu = {state.active[-1], *adds[:3].tolist()}
+            state.alpha_min = float(np.median(state.alpha))
+            state.damp = {i: (0.25, 1.0) for i in state.active[::2]}
+        general, flat = state.proposals(), state._flat_proposals()
+        finite = np.isfinite(general[1])
+        np.testing.assert_array_equal(finite, np.isfinite(flat[1]))
+        for g, f in zip(general, flat, strict=True):
+            np.testing.assert_array_equal(g[finite], f[finite])
+        np.testing.assert_array_equal(general[2], flat[2])
+        if it == 3:
+            assert np.any(general[0][finite] == state.alpha_min)  # a floored proposal
+            assert adds.size and np.all(np.isinf(general[1][adds[:3]]))  # tabu took effect
+        assert state._decide(*general, 1e-6) == state._decide(*flat, 1e-6)
+        if state.step(1e-6)[2]:
+            break
