@@ -501,11 +501,12 @@ class SequentialSparseBayes:
             self.reestimate(i, new_i)
             action = "reestimate"
         self.steps_since_recompute += 1
+        if not self.refresh_after_step:
+            return action, gain_i, False
         cheap = self.S.size * len(self.active) ** 2 <= EXACT_BUDGET
         trouble = not (np.min(np.diag(self.Sigma)) > 0 and np.min(self.S) >= 0
                        and np.isfinite(np.sum(self.S)))
-        if self.refresh_after_step and (cheap or trouble
-                                        or self.steps_since_recompute >= RECOMPUTE_EVERY):
+        if cheap or trouble or self.steps_since_recompute >= RECOMPUTE_EVERY:
             self.recompute()  # rank-one drift: rebuild from scratch
         return action, gain_i, False
 

@@ -6,7 +6,13 @@ Faul 2003)."""
 import numpy as np
 import pytest
 
-from sparsebayes.inference.laplace import _Bounded, _likelihood, _mode, _surrogate
+from sparsebayes.inference.laplace import (
+    _Bernoulli,
+    _Bounded,
+    _likelihood,
+    _mode,
+    _surrogate,
+)
 from sparsebayes.models import GaussianKernel, RVMClassification, datasets
 
 
@@ -79,3 +85,36 @@ def test_flat_proposals_equal_the_general_proposals(K):
         assert state._decide(*general, 1e-6) == state._decide(*flat, 1e-6)
         if state.step(1e-6)[2]:
             break
+
+
+class _GeneralBernoulli(_Bernoulli):
+    """The Bernoulli likelihood through the general (K-output) Newton code of ``_mode``."""
+
+
+@pytest.mark.parametrize("case", ["ripley", "warm", "separable", "max_iter"])
+def test_bernoulli_mode_equals_the_general_newton_iteration(case):
+    """The written-out Bernoulli Newton / IRLS iteration (eqs. 24-26) takes the same steps as
+    the general one: the same iterations, mode, Cholesky factor and Laplace evidence."""
+    rng = np.random.default_rng(2)
+    if case == "separable":  # only the prior bounds w: step halving at work
+        X = np.vstack([rng.normal((-3, -3), 0.5, (20, 2)), rng.normal((3, 3), 0.5, (20, 2))])
+        y = np.repeat([0, 1], 20)
+        alpha_scale = 1e-4
+    else:
+        X, y = datasets.ripley_mixture(80, seed=4)
+        alpha_scale = 1.0
+    Phi = RVMClassification(X, y, kernel=GaussianKernel(0.5)).design_matrix()
+    cols = rng.choice(Phi.shape[1], 6, replace=False)
+    alpha = alpha_scale * rng.uniform(0.05, 2.0, cols.size)
+    cls = np.zeros(cols.size, int)
+    theta0 = None if case != "warm" else rng.normal(size=cols.size)
+    max_iter = 2 if case == "max_iter" else 100
+    fast = _mode(Phi[:, cols], cls, _Bernoulli(y), alpha, theta0, max_iter=max_iter)
+    ref = _mode(Phi[:, cols], cls, _GeneralBernoulli(y), alpha, theta0, max_iter=max_iter)
+    assert (fast.n_iter, fast.converged) == (ref.n_iter, ref.converged)
+    assert case != "max_iter" or not fast.converged
+    for name in ("theta", "F", "L", "gradient"):
+        np.testing.assert_allclose(getattr(fast, name), getattr(ref, name), rtol=1e-12,
+                                   atol=1e-12, err_msg=name)
+    assert fast.log_evidence == pytest.approx(ref.log_evidence, rel=1e-13)
+    assert fast.loglik == pytest.approx(ref.loglik, rel=1e-13)
