@@ -717,6 +717,8 @@ def _solve(problem, *, algorithm: str, softmax_model: bool, shared: bool, max_it
     total = 0
     notes: list[str] = []
     width_trace: list[float] = []
+    plain: list[np.ndarray] = []  # log widths of consecutive plain rounds
+    fallback = None  # (log width, evidence, warm) to return to if an extrapolation fails
     for _outer in range(max_outer):
         Phi = basis.design(X)
         norms = np.sqrt(np.einsum("nm,nm->m", Phi, Phi))
@@ -741,25 +743,63 @@ def _solve(problem, *, algorithm: str, softmax_model: bool, shared: bool, max_it
             break
         kernel = basis.kernel
         x0 = np.log(np.atleast_1d(np.asarray(kernel.width, dtype=float)))
+        if fallback is not None:
+            if res.lap.log_evidence < fallback[1]:  # the extrapolation lost: plain round
+                x0, _, warm = fallback
+                basis = basis.with_kernel(kernel.with_width(
+                    np.exp(x0) if kernel.is_ard else float(np.exp(x0[0]))))
+                fallback, plain = None, []
+                continue
+            fallback, plain = None, []
         cache = {"theta": theta}
         opt = optimize.minimize(
             _width_objective, x0, jac=True, method="L-BFGS-B",
             args=(kernel, basis, X, lik, res.cols, res.cls, alpha, cache),
             bounds=[(x - 5.0, x + 5.0) for x in x0], options={"maxiter": 20},
         )
-        width = np.exp(opt.x)
-        basis = basis.with_kernel(kernel.with_width(width if kernel.is_ard else float(width[0])))
+        x_next = opt.x
         width_trace.append(-float(opt.fun))
         warm = (res.cols, res.cls, alpha, cache["theta"])
         if np.max(np.abs(opt.x - x0)) < width_step:
+            basis = _at_log_width(basis, x_next)
             break
         if (len(width_trace) > 1 and width_trace[-1] - width_trace[-2]
                 < width_rtol * max(1.0, abs(width_trace[-1]))):
+            basis = _at_log_width(basis, x_next)
             break
+        plain = [*(plain or [x0]), x_next][-3:]
+        if len(plain) == 3:
+            x_ext = _squarem_step(*plain)
+            if x_ext is not None:
+                fallback = (x_next, width_trace[-1], warm)
+                x_next = x_ext
+        basis = _at_log_width(basis, x_next)
     Phi_act = basis.design(X, columns=res.cols)
     lap = _mode(Phi_act, res.cls, lik, alpha, theta, gtol=1e-12)
     lap.cols = res.cols
     return basis, lik, lap, res, total, notes, res.trace + width_trace
+
+
+def _at_log_width(basis, log_width):
+    width = np.exp(log_width)
+    kernel = basis.kernel
+    return basis.with_kernel(kernel.with_width(width if kernel.is_ard else float(width[0])))
+
+
+def _squarem_step(x0, x1, x2, max_jump: float = 0.25):
+    """Extrapolated limit of the slowly converging sequence x0, x1, x2 of log widths (the
+    alternation of alpha runs and width steps creeps along the ridge where the two move
+    together): SQUAREM's step (Varadhan & Roland 2008, scheme S3) ``x0 - 2 a r + a^2 v``
+    with ``r = x1 - x0``, ``v = x2 - 2 x1 + x0``, ``a = -|r| / |v|`` (at most -1); None
+    when the steps do not shrink. At most ``max_jump`` in ln r beyond x2."""
+    r = x1 - x0
+    v = x2 - 2 * x1 + x0
+    if not np.dot(r, v) < 0:
+        return None
+    a = min(-np.linalg.norm(r) / np.linalg.norm(v), -1.0)
+    x = x0 - 2 * a * r + a * a * v
+    jump = np.max(np.abs(x - x2))
+    return x2 + (x - x2) * min(1.0, max_jump / jump) if jump > 0 else None
 
 
 def _width_objective(log_width, kernel, basis, X, lik, cols, cls, alpha, cache):
