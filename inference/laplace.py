@@ -63,7 +63,25 @@ PHI2_MAX = 4_000_000  # the fast loop keeps Phi**2 (for phi_m^T B phi_m) up to t
 # --------------------------------------------------------------------------------------------
 
 
-class _Bernoulli:
+class _Likelihood:
+    """What the Newton iteration of :func:`_mode` needs from a likelihood with ``n_out``
+    logits per point, for the (basis, class) pairs ``Phi_act``, ``cls`` in the model."""
+
+    n_out: int
+
+    def logits(self, Phi_act: np.ndarray, cls: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        """``F`` (N, n_out)."""
+        return _logits(Phi_act, cls, theta, self.n_out)
+
+    def newton_terms(self, Phi_act: np.ndarray, cls: np.ndarray, F: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """The likelihood's gradient ``J^T (t - y)`` in the pair weights and its negative
+        Hessian ``J^T B J`` (eq. 25)."""
+        return (_pair_gradient(Phi_act, cls, self.grad(F)),
+                _hessian(Phi_act, cls, self.hess(F)))
+
+
+class _Bernoulli(_Likelihood):
     """Eq. (23): ``P(t=1) = sigma(f)``; one logit per point (``F`` is (N, 1))."""
 
     n_out = 1
@@ -84,6 +102,16 @@ class _Bernoulli:
         f = F[:, 0]
         return (expit(f) * expit(-f))[:, None, None]
 
+    def logits(self, Phi_act: np.ndarray, cls: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        return (Phi_act @ theta)[:, None]
+
+    def newton_terms(self, Phi_act: np.ndarray, cls: np.ndarray, F: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """The general terms written out for one logit (the fast loop's hot path)."""
+        f = F[:, 0]
+        y = expit(f)
+        return Phi_act.T @ (self.t - y), Phi_act.T @ ((y * expit(-f))[:, None] * Phi_act)
+
     def third(self, F: np.ndarray, P: np.ndarray) -> np.ndarray:
         """``c_n = 1/2 P_n dB_n/df_n`` with ``dB/df = B (1 - 2y)`` (for the width gradient)."""
         f = F[:, 0]
@@ -91,7 +119,7 @@ class _Bernoulli:
         return (0.5 * P[:, 0, 0] * y * expit(-f) * (1 - 2 * y))[:, None]
 
 
-class _Softmax:
+class _Softmax(_Likelihood):
     """Eq. (28): ``P(t=k) = softmax(f)_k``; one logit per class (``F`` is (N, K))."""
 
     def __init__(self, t: np.ndarray, n_classes: int) -> None:
@@ -215,68 +243,16 @@ def _mode(Phi_act: np.ndarray, cls: np.ndarray, lik, alpha: np.ndarray,
     data, where only the prior bounds ``w``. Stops when the gradient is below ``gtol``
     (relative to ``max(1, |J^T (t - y)|)``) or no step improves ``Psi``.
     """
-    if type(lik) is _Bernoulli:
-        return _mode_bernoulli(Phi_act, cls, lik, alpha, theta0, gtol, max_iter)
-    K = lik.n_out
     theta = np.zeros(cls.size) if theta0 is None else np.array(theta0, dtype=float)
-    F = _logits(Phi_act, cls, theta, K)
+    F = lik.logits(Phi_act, cls, theta)
     ll = lik.loglik(F)
-    psi = ll.sum() - 0.5 * theta @ (alpha * theta)
-    converged = fresh = False
-    it = 0
-    for it in range(1, max_iter + 1):  # noqa: B007 (returned)
-        G = lik.grad(F)
-        gl = _pair_gradient(Phi_act, cls, G)
-        g = gl - alpha * theta
-        H = _hessian(Phi_act, cls, lik.hess(F))
-        H.flat[:: H.shape[0] + 1] += alpha
-        L = _chol(H)
-        if np.max(np.abs(g), initial=0.0) <= gtol * max(1.0, np.max(np.abs(gl), initial=0.0)):
-            converged = fresh = True
-            break
-        delta = linalg.lapack.dpotrs(L, g, lower=1)[0]
-        step = 1.0
-        while True:
-            new = theta + step * delta
-            F_new = _logits(Phi_act, cls, new, K)
-            ll_new = lik.loglik(F_new)
-            psi_new = ll_new.sum() - 0.5 * new @ (alpha * new)
-            if psi_new >= psi - 1e-13 * abs(psi) or step < 1e-12:
-                break
-            step *= 0.5
-        if step < 1e-12:  # no ascent direction left at machine precision
-            converged = np.max(np.abs(g)) <= 1e-6 * max(1.0, np.max(np.abs(gl)))
-            fresh = True
-            break
-        theta, F, ll, psi = new, F_new, ll_new, psi_new
-    if not fresh:  # max_iter ran out: g, H, L of the last iterate
-        g = _pair_gradient(Phi_act, cls, lik.grad(F)) - alpha * theta
-        H = _hessian(Phi_act, cls, lik.hess(F))
-        H.flat[:: H.shape[0] + 1] += alpha
-        L = _chol(H)
-    loglik = float(ll.sum())
-    log_ev = (loglik + 0.5 * np.sum(np.log(alpha)) - 0.5 * theta @ (alpha * theta)
-              - np.sum(np.log(np.diag(L))))
-    return Laplace(theta, alpha, np.empty(0, int), cls, F, L, loglik, float(log_ev), g, it,
-                   bool(converged))
-
-
-def _mode_bernoulli(Phi_act: np.ndarray, cls: np.ndarray, lik: _Bernoulli, alpha: np.ndarray,
-                    theta0: np.ndarray | None, gtol: float, max_iter: int) -> Laplace:
-    """:func:`_mode` for the Bernoulli likelihood with the per-point work written out (the
-    fast loop calls it after every action): the same iterations and the same numbers."""
-    t, sign = lik.t, lik.sign
-    theta = np.zeros(cls.size) if theta0 is None else np.array(theta0, dtype=float)
-    f = Phi_act @ theta
-    ll = log_expit(sign * f)
     psi = ll.sum() - 0.5 * theta @ (alpha * theta)
     diag = np.arange(cls.size) * (cls.size + 1)
     converged = fresh = False
     it = 0
     for it in range(1, max_iter + 1):  # noqa: B007 (returned)
-        gl = Phi_act.T @ (t - expit(f))
+        gl, H = lik.newton_terms(Phi_act, cls, F)
         g = gl - alpha * theta
-        H = Phi_act.T @ ((expit(f) * expit(-f))[:, None] * Phi_act)  # eq. (25)
         H.flat[diag] += alpha
         L = _chol(H)
         if np.abs(g).max(initial=0.0) <= gtol * max(1.0, np.abs(gl).max(initial=0.0)):
@@ -286,8 +262,8 @@ def _mode_bernoulli(Phi_act: np.ndarray, cls: np.ndarray, lik: _Bernoulli, alpha
         step = 1.0
         while True:
             new = theta + step * delta
-            f_new = Phi_act @ new
-            ll_new = log_expit(sign * f_new)
+            F_new = lik.logits(Phi_act, cls, new)
+            ll_new = lik.loglik(F_new)
             psi_new = ll_new.sum() - 0.5 * new @ (alpha * new)
             if psi_new >= psi - 1e-13 * abs(psi) or step < 1e-12:
                 break
@@ -296,17 +272,17 @@ def _mode_bernoulli(Phi_act: np.ndarray, cls: np.ndarray, lik: _Bernoulli, alpha
             converged = np.abs(g).max() <= 1e-6 * max(1.0, np.abs(gl).max())
             fresh = True
             break
-        theta, f, ll, psi = new, f_new, ll_new, psi_new
+        theta, F, ll, psi = new, F_new, ll_new, psi_new
     if not fresh:  # max_iter ran out: g, H, L of the last iterate
-        g = Phi_act.T @ (t - expit(f)) - alpha * theta
-        H = Phi_act.T @ ((expit(f) * expit(-f))[:, None] * Phi_act)
+        gl, H = lik.newton_terms(Phi_act, cls, F)
+        g = gl - alpha * theta
         H.flat[diag] += alpha
         L = _chol(H)
     loglik = float(ll.sum())
     log_ev = (loglik + 0.5 * np.sum(np.log(alpha)) - 0.5 * theta @ (alpha * theta)
               - np.sum(np.log(np.diag(L))))
-    return Laplace(theta, alpha, np.empty(0, int), cls, f[:, None], L, loglik, float(log_ev),
-                   g, it, bool(converged))
+    return Laplace(theta, alpha, np.empty(0, int), cls, F, L, loglik, float(log_ev), g, it,
+                   bool(converged))
 
 
 def _pairs_from_alpha(alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -9,6 +9,7 @@ import pytest
 from sparsebayes.inference.laplace import (
     _Bernoulli,
     _Bounded,
+    _Likelihood,
     _likelihood,
     _mode,
     _surrogate,
@@ -88,7 +89,10 @@ def test_flat_proposals_equal_the_general_proposals(K):
 
 
 class _GeneralBernoulli(_Bernoulli):
-    """The Bernoulli likelihood through the general (K-output) Newton code of ``_mode``."""
+    """The Bernoulli likelihood through the general (K-output) Newton terms."""
+
+    logits = _Likelihood.logits
+    newton_terms = _Likelihood.newton_terms
 
 
 @pytest.mark.parametrize("case", ["ripley", "warm", "separable", "max_iter"])
