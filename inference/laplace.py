@@ -40,6 +40,7 @@ from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning
 from sparsebayes.models.kernels import GaussianKernel, _sq_distances
 
 from .evidence import SequentialSparseBayes, _cholesky, basis_objective
+from .predictive import one_blas_thread
 from .results import draw_gaussian, make_datatree
 
 __all__ = [
@@ -798,24 +799,11 @@ def _width_objective(log_width, kernel, basis, X, lik, cols, cls, alpha, cache):
     return -lap.log_evidence, -grad
 
 
-_CONTROLLER = None
-
-
 def _blas_threads(n: int):
     """One BLAS thread for problems below 2000 points: the algorithm makes thousands of
     calls on matrices of a few dozen rows, where OpenBLAS threads only add synchronisation
     (on a loaded 2-core machine a 5 x 100 triangular solve took 5 ms threaded, 10 us not)."""
-    global _CONTROLLER
-    if n >= 2000:
-        return contextlib.nullcontext()
-    try:
-        if _CONTROLLER is None:
-            from threadpoolctl import ThreadpoolController
-
-            _CONTROLLER = ThreadpoolController()
-        return _CONTROLLER.limit(limits=1, user_api="blas")
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return contextlib.nullcontext()
+    return one_blas_thread() if n < 2000 else contextlib.nullcontext()
 
 
 def _check_classes(problem) -> None:
