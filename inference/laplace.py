@@ -55,6 +55,10 @@ PRUNE_ALPHA = 1e12  # MacKay pruning threshold for classification (Tipping App. 
 ALPHA_MIN = 1e-6  # floor on alpha (unit-norm columns): bounds w on separable data
 B_FLOOR = 1e-300  # B underflows to 0 only for |logit| > 745
 DAMP_MIN = 1.0 / 64  # smallest damping factor of a re-estimate's log step
+# Re-estimates per surrogate: measured (10 Ripley-100 subsets; IDA, 10 splits each) 3 gives
+# the same or higher evidence, error and relevance vectors as 1 in 20-50% less time
+# (mode searches dominate); 5 and 10 were faster still but lost 1.3 nats on banana.
+SURROGATE_STEPS = 3
 TOGGLES = 4  # adds + deletes of one basis after which they must raise the Laplace evidence
 PHI2_MAX = 4_000_000  # the fast loop keeps Phi**2 (for phi_m^T B phi_m) up to this size
 
@@ -545,7 +549,9 @@ class _Fit:
 def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -> _Fit:
     """Tipping & Faul's loop on the Laplace surrogate: one add / delete / re-estimate action
     (the largest gain in the surrogate evidence, PRML 7.118), then the mode is re-found by
-    IRLS from the surrogate posterior mean and the surrogate rebuilt (T&F §4 step 10)."""
+    IRLS from the surrogate posterior mean and the surrogate rebuilt (T&F §4 step 10).
+    Re-estimates are taken ``SURROGATE_STEPS`` at a time on one surrogate (an add or delete
+    always re-finds the mode, and convergence is only declared on a fresh surrogate)."""
     N, M = Phi.shape
     K = lik.n_out
     cand_col = np.tile(np.arange(M), K)
@@ -569,18 +575,23 @@ def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -
     damp: dict = {}
     toggles: dict[int, int] = {}
     log_ev = -np.inf
+    stale = 0  # re-estimates taken on the current surrogate without re-finding the mode
     for it in range(1, max_iter + 1):  # noqa: B007 (returned)
         before = (list(state.active), state.alpha.copy(), state.aligned)
         action, _gain, done = state.step(tol)
-        if done:
+        if done and not stale:
             converged = True
             break
         if action == "skip":
             continue
+        if action == "reestimate" and not done and stale + 1 < SURROGATE_STEPS:
+            stale += 1
+            continue
+        stale = 0
         act = np.asarray(state.active)
         cols, cls = cand_col[act], cand_cls[act]
         new_lap = _mode(Phi[:, cols], cls, lik, state.alpha, state.mu)
-        if action != "reestimate":
+        if action in ("add", "delete"):
             (i,) = set(state.active) ^ set(before[0])
             toggles[i] = toggles.get(i, 0) + 1
             if (toggles[i] > TOGGLES
@@ -594,7 +605,7 @@ def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -
                                  alpha=before[1], alpha_min=alpha_min, tabu=tabu, damp=damp)
                 state.aligned = before[2]
                 continue
-        if action != "reestimate":
+        if action in ("add", "delete"):
             tabu.clear()
         lap = new_lap
         log_ev = lap.log_evidence
