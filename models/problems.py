@@ -179,9 +179,11 @@ class RVMClassification:
     def design_matrix(self) -> np.ndarray:
         return self.basis.design(self.X)
 
-    def pymc_model(self, prior: GammaPrior | None = None, likelihood: str | None = None):
+    def pymc_model(self, prior: GammaPrior | None = None, likelihood: str | None = None,
+                   collapsed: bool = False):
         """The hierarchical non-centred ``pm.Model`` (Bernoulli-logit or softmax); see
         :func:`sparsebayes.models.pymc_models.classification_model`."""
         from .pymc_models import classification_model
 
-        return classification_model(self, prior=prior, likelihood=likelihood)
+        return classification_model(self, prior=prior, likelihood=likelihood,
+                                    collapsed=collapsed)

@@ -8,7 +8,9 @@ Builders, called through ``problem.pymc_model()``:
 * regression, collapsed (``collapsed=True``): ``w`` integrated out,
   ``t ~ N(0, C)`` with ``C = beta^-1 I + Phi A^-1 Phi^T`` (eq. 15);
 * classification: the non-centred joint model with a Bernoulli-logit (eq. 23) or softmax
-  (eq. 28) likelihood.
+  (eq. 28) likelihood; or (``collapsed=True``) ``alpha`` integrated out, so each weight has
+  its marginal Student-t prior (eq. 32) and ``alpha_i | w_i ~ Gamma(a + 1/2, b + w_i^2 / 2)``
+  is drawn afterwards.
 
 The design matrix ``Phi``, the inputs ``X``, the kernel ``centres`` and the Gamma
 hyperparameters are ``pm.Data``: :func:`set_inputs` points a model at new inputs for
@@ -37,6 +39,7 @@ LOG_2PI = float(np.log(2 * np.pi))
 SHAPE = 1e-2  # a and c: nearly flat in log alpha / log beta, as Tipping's a = c = 0
 ALPHA_CEILING = 1e6  # 1/b in units of the "one weight explains t" precision
 BETA_CEILING = 1e6  # 1/d in units of 1/var(t): noise sd down to 1e-3 sd(t)
+CLASS_SHAPE = 2.0  # classification a: weights Student-t, 4 dof, at the unit-logit scale
 
 
 def _scales(problem) -> tuple[float, float]:
@@ -51,7 +54,7 @@ def _scales(problem) -> tuple[float, float]:
 def default_sampling_prior(problem) -> GammaPrior:
     """The proper Gamma hyperprior used by MCMC and VI when ``problem.prior`` is None.
 
-    ``a = c = 0.01``: nearly flat in ``log alpha`` and ``log beta`` like Tipping's
+    Regression: ``a = c = 0.01``: nearly flat in ``log alpha`` and ``log beta`` like Tipping's
     ``a = b = c = d = 0``, so the marginal prior on each weight stays a sparsity-promoting
     Student-t with 0.02 degrees of freedom (eq. 32). The rates set where that flatness ends,
     in the units of the data so the prior is invariant to rescaling ``t`` or ``Phi`` (as the
@@ -62,12 +65,28 @@ def default_sampling_prior(problem) -> GammaPrior:
     Without the rates the posterior of an irrelevant ``alpha_i`` is flat out to infinity
     (improper); with them it is a plateau of a few units of ``log alpha`` that NUTS and ADVI
     handle well.
+
+    Classification (``c``, ``d`` unused): ``a = 2``, ``b = a / alpha_unit`` with
+    ``alpha_unit = mean(Phi^2)`` (logits have unit scale), so ``E[alpha] = alpha_unit`` and
+    each weight is marginally Student-t with ``2a = 4`` degrees of freedom and scale
+    ``1 / sqrt(alpha_unit)``: a weight that alone moves the logits by about 1, the
+    weakly-informative default of Gelman et al. (2008, Ann. Appl. Stat. 2, 1360) for
+    logistic regression, made heavier-tailed and hierarchical. The regression choice fails
+    here: the Bernoulli likelihood is bounded, so ``p(t | alpha)`` tends to a positive
+    constant as ``alpha_i -> 0`` (unlike eq. 15, which vanishes like ``alpha_i^(1/2)``), and
+    with ``a = 0.01`` the posterior of ``log alpha_i`` decays like ``alpha_i^0.01`` towards
+    huge weights: NUTS gave R-hat ~3, bulk ESS ~2 (Ripley-100, width 0.5, 2 x 300 draws)
+    and ADVI diverged to NaN. Measured with 4 chains x 1000 draws (nutpie, defaults):
+    ``a = 2``: 1 divergence, R-hat 1.004, bulk / tail ESS >= 3300 / 1870, 8 s on Ripley-100;
+    0 divergences, R-hat 1.004 on breast cancer (150 points, 30-D, width 8); ``a = 1``:
+    20 divergences, ``a = 0.5`` (Cauchy weights): 153. Test error and log loss match the
+    evidence method's (Ripley-100: 11.1% vs 11.6%, 0.264 vs 0.279).
     """
     alpha_unit, var_t = _scales(problem)
     if problem.kind == "regression":
         return GammaPrior(a=SHAPE, b=1.0 / (ALPHA_CEILING * alpha_unit), c=SHAPE,
                           d=var_t / BETA_CEILING)
-    return GammaPrior(a=SHAPE, b=1.0 / (ALPHA_CEILING * alpha_unit), c=0.0, d=0.0)
+    return GammaPrior(a=CLASS_SHAPE, b=CLASS_SHAPE / alpha_unit, c=0.0, d=0.0)
 
 
 def check_proper(prior: GammaPrior, method: str, needs_beta: bool = True) -> None:
@@ -215,11 +234,16 @@ def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | No
 
 
 def classification_model(problem, *, prior: GammaPrior | None = None,
-                         likelihood: str | None = None):
+                         likelihood: str | None = None, collapsed: bool = False):
     """``pm.Model`` of RVM classification: non-centred ``w = z / sqrt(alpha)`` with a
     Bernoulli-logit likelihood (eq. 23; ``w`` is the logit weight of ``classes[1]``) for two
     classes, or softmax (eq. 28; ``w``, ``alpha`` on dims (``basis``, ``class``), one weight
     vector per class) for K classes or ``likelihood="softmax"``.
+
+    ``collapsed=True`` integrates ``alpha`` out: ``w_i ~ Student-t(2a, 0, sqrt(b / a))``,
+    the marginal prior of eq. 32; the model then has no ``alpha`` and ``z``. This is what
+    NUTS and ADVI sample: it has no funnel between ``alpha`` and ``w`` (no divergences on
+    Ripley-100 and breast cancer, where the joint model gave 1-20 per 4000 draws).
 
     ``prior``: only ``a``, ``b`` are used (proper, > 0); ``None`` as in
     :func:`regression_model`.
@@ -252,15 +276,18 @@ def classification_model(problem, *, prior: GammaPrior | None = None,
         t_obs = pm.Data("t_obs", problem.t, dims="obs")
         a = pm.Data("prior_a", float(prior.a))
         b = pm.Data("prior_b", float(prior.b))
-        alpha = pm.Gamma("alpha", alpha=a, beta=b, dims=wdims)
-        z = pm.Normal("z", 0.0, 1.0, dims=wdims)
-        w = pm.Deterministic("w", z / pt.sqrt(alpha), dims=wdims)
+        if collapsed:
+            w = pm.StudentT("w", nu=2.0 * a, mu=0.0, sigma=pt.sqrt(b / a), dims=wdims)
+        else:
+            alpha = pm.Gamma("alpha", alpha=a, beta=b, dims=wdims)
+            z = pm.Normal("z", 0.0, 1.0, dims=wdims)
+            w = pm.Deterministic("w", z / pt.sqrt(alpha), dims=wdims)
         f = Phi @ w
         if softmax:
             pm.Categorical("t", logit_p=f, observed=t_obs, dims="obs", shape=Phi.shape[0])
         else:
             pm.Bernoulli("t", logit_p=f, observed=t_obs, dims="obs", shape=Phi.shape[0])
-    model.rvm_info = {"kind": "classification", "collapsed": False, "softmax": softmax,
+    model.rvm_info = {"kind": "classification", "collapsed": collapsed, "softmax": softmax,
                       "prior": prior}
     return model
 
@@ -273,7 +300,8 @@ def set_inputs(model, problem, X_new) -> None:
 
     from .problems import check_inputs
 
-    if getattr(model, "rvm_info", {}).get("collapsed"):
+    info = getattr(model, "rvm_info", {})
+    if info.get("collapsed") and info.get("kind") == "regression":
         raise ValueError("the collapsed model has no w to predict with: build the joint "
                          "model (collapsed=False), or use sparsebayes.inference.predict")
 
