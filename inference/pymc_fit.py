@@ -504,7 +504,7 @@ def _start_point(problem, model) -> dict:
 
 
 def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate, draws,
-            chains, prior, likelihood) -> xr.DataTree:
+            chains, prior, likelihood, collapsed) -> xr.DataTree:
     import pymc as pm
 
     draws = _positive_int("draws", draws)
@@ -517,7 +517,7 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
         raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}")
     name = "ADVI" if method == "advi" else "full-rank ADVI"
     prior = _check_prior(problem, prior, name)
-    collapsed = True
+    collapsed = bool(collapsed)
     model = _model_for(problem, prior, collapsed, likelihood)
     callback = ElboConvergence(window=window, tol=tol)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
@@ -558,8 +558,9 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
         "collapsed": int(collapsed),
         "prior": _prior_json(prior),
         "noise_fixed": int(problem.kind == "regression" and problem.noise_sd is not None),
-        "hyperparameters": f"{name} (pm.fit) on the collapsed model"
-                           + _COLLAPSED_NOTE[problem.kind]
+        "hyperparameters": f"{name} (pm.fit) on the "
+                           + ("collapsed model" + _COLLAPSED_NOTE[problem.kind] if collapsed
+                              else "non-centred joint model")
                            + "; draws are independent (chain has no meaning)",
         "default_predict_kind": "samples",
     }
@@ -570,21 +571,22 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
 def fit_advi(problem, *, seed: int | None = None, max_iter: int = 30000, tol: float = 1e-4,
              window: int = 500, learning_rate: float = 0.01, draws: int = 500,
              chains: int = 2, prior: GammaPrior | None = None,
-             likelihood: str | None = None) -> xr.DataTree:
+             likelihood: str | None = None, collapsed: bool = True) -> xr.DataTree:
     """Mean-field ADVI (``pm.fit(method="advi")``, Adam) on the collapsed models (regression:
     ``w`` integrated out; classification: ``alpha`` integrated out, as :func:`fit_nuts`),
-    stopped by :class:`ElboConvergence`;
-    ``sample_stats.elbo`` is the ELBO trace. Proper priors only (see :func:`fit_nuts`)."""
+    stopped by :class:`ElboConvergence`; ``sample_stats.elbo`` is the ELBO trace. Proper
+    priors only (see :func:`fit_nuts`); ``collapsed=False`` fits the non-centred joint
+    model (for comparison)."""
     return _fit_vi(problem, "advi", seed=seed, max_iter=max_iter, tol=tol, window=window,
                    learning_rate=learning_rate, draws=draws, chains=chains, prior=prior,
-                   likelihood=likelihood)
+                   likelihood=likelihood, collapsed=collapsed)
 
 
 def fit_fullrank_advi(problem, *, seed: int | None = None, max_iter: int = 30000,
                       tol: float = 1e-4, window: int = 500, learning_rate: float = 0.01,
                       draws: int = 500, chains: int = 2, prior: GammaPrior | None = None,
-                      likelihood: str | None = None) -> xr.DataTree:
+                      likelihood: str | None = None, collapsed: bool = True) -> xr.DataTree:
     """Full-rank ADVI (``pm.fit(method="fullrank_advi")``); otherwise as :func:`fit_advi`."""
     return _fit_vi(problem, "fullrank_advi", seed=seed, max_iter=max_iter, tol=tol,
                    window=window, learning_rate=learning_rate, draws=draws, chains=chains,
-                   prior=prior, likelihood=likelihood)
+                   prior=prior, likelihood=likelihood, collapsed=collapsed)
