@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $@
 
-.PHONY: install study demo test lint bench
+.PHONY: install study demo test lint bench bench-posteriors
 install: $(VENV)/.installed
 
 # The default comparison study on built-in data (no network); --resume makes a re-run
@@ -33,3 +33,9 @@ bench: $(VENV)/.installed
 	$(BIN)/python -m pip install -q -e ".[bench]"
 	$(BIN)/python benchmarks/bench_regression.py
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python benchmarks/bench_classification.py
+
+# The sampling benchmarks (PyMC; minutes each, the first compile ~40 s).
+bench-posteriors: $(VENV)/.installed
+	$(BIN)/python benchmarks/bench_nuts.py
+	$(BIN)/python benchmarks/bench_nuts_classification.py
+	$(BIN)/python benchmarks/bench_predictive.py

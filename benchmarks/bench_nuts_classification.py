@@ -54,7 +54,7 @@ def scores(post, Xt, yt, p_ref=None) -> dict:
     out = {"test error %": 100 * float(np.mean((p > 0.5) != yt)),
            "log loss": float(-np.mean(yt * np.log(pc) + (1 - yt) * np.log1p(-pc))),
            "n_relevant": post.attrs["n_relevant"]}
-    out["mean |p - p_evidence|"] = float(np.mean(np.abs(p - p_ref))) if p_ref is not None \
+    out["mean abs(p - p_evidence)"] = float(np.mean(np.abs(p - p_ref))) if p_ref is not None \
         else 0.0
     return out, p
 
