@@ -21,6 +21,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from report import markdown_table, write_report
 
 from sparsebayes.inference import fit
 from sparsebayes.models import GammaPrior, GaussianKernel, RVMRegression
@@ -76,7 +77,6 @@ def main() -> None:
     rows = [run("default: collapsed + Rao-Blackwell w, scale-aware prior", default, **opts),
             run("naive: non-centred joint, Gamma(0.01, 0.01)", naive, collapsed=False, **opts)]
     ratio = rows[0]["ESS/s"] / max(rows[1]["ESS/s"], 1e-12)
-    cols = list(rows[0])
     lines = [
         "# NUTS on the RVM: default collapsed model vs naive joint model",
         "",
@@ -86,17 +86,10 @@ def main() -> None:
         f"{os.getloadavg()[0]:.1f}). R-hat / ESS over alpha, beta (and w for the joint "
         "model); ESS/s = min bulk ESS / sampling time.",
         "",
-        "| " + " | ".join(cols) + " |",
-        "|" + "---|" * len(cols),
+        *markdown_table(rows),
+        "", f"ESS/s ratio default / naive: {ratio:.3g}", "",
     ]
-    for r in rows:
-        lines.append("| " + " | ".join(
-            f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in cols) + " |")
-    lines += ["", f"ESS/s ratio default / naive: {ratio:.3g}", ""]
-    text = "\n".join(lines)
-    print(text)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
+    write_report(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from report import markdown_table, write_report
 
 from sparsebayes.inference import fit, predict
 from sparsebayes.models import GammaPrior, GaussianKernel, RVMClassification, datasets
@@ -109,18 +110,8 @@ def main() -> None:
                 run("ADVI default", problem, "advi", Xt, yt, p_ref),
                 run("ADVI previous default: joint, a = 0.01", problem, "advi", Xt, yt, p_ref,
                     prior=old, collapsed=False)]
-        cols = list(dict.fromkeys(k for r in rows for k in r))
-        lines += [f"## {data_name}", "", "| " + " | ".join(cols) + " |",
-                  "|" + "---|" * len(cols)]
-        for r in rows:
-            lines.append("| " + " | ".join(
-                f"{r[c]:.4g}" if isinstance(r.get(c), float) else str(r.get(c, ""))
-                for c in cols) + " |")
-        lines.append("")
-    text = "\n".join(lines)
-    print(text)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
+        lines += [f"## {data_name}", "", *markdown_table(rows), ""]
+    write_report(lines, args.out)
 
 
 if __name__ == "__main__":
