@@ -58,7 +58,8 @@ def run_method(method: str, problem, grid: np.ndarray, truth: np.ndarray, **opti
         post = fit(problem, method, seed=1, **options)
     wall = time.perf_counter() - start
     rmse = float(np.sqrt(np.mean((predict(post, grid).mean - truth) ** 2)))
-    return {"method": method, "wall s": wall, "converged": "yes" if post.attrs.get("converged") else "no",
+    converged = "yes" if post.attrs.get("converged") else "no"
+    return {"method": method, "wall s": wall, "converged": converged,
             "relevant": post.attrs["n_relevant"],
             "noise sd": float(post["posterior"]["noise_sd"].mean()),
             "RMSE vs sinc": rmse}

@@ -96,7 +96,8 @@ class _Bernoulli(_Likelihood):
         self.sign = 2 * self.t - 1
 
     def loglik(self, F: np.ndarray) -> np.ndarray:
-        return log_expit(self.sign * F[:, 0])
+        """Pointwise ``ln p(t_n | f_n)`` for logits ``F`` (..., N, 1)."""
+        return log_expit(self.sign * F[..., 0])
 
     def grad(self, F: np.ndarray) -> np.ndarray:
         """``t - y`` (N, 1)."""
@@ -133,7 +134,8 @@ class _Softmax(_Likelihood):
         self.T = np.eye(n_classes)[self.codes]
 
     def loglik(self, F: np.ndarray) -> np.ndarray:
-        return F[np.arange(F.shape[0]), self.codes] - logsumexp(F, axis=1)
+        """Pointwise ``ln p(t_n | f_n)`` for logits ``F`` (..., N, K)."""
+        return F[..., np.arange(F.shape[-2]), self.codes] - logsumexp(F, axis=-1)
 
     def grad(self, F: np.ndarray) -> np.ndarray:
         return self.T - softmax(F, axis=1)
@@ -846,8 +848,7 @@ def _to_datatree(problem, basis, lik, lap: Laplace, res: _Fit, *, softmax_model,
     for k in range(K):
         sel = lap.cls == k
         F[..., k] = theta_draws[..., sel] @ Phi_act[:, sel].T
-    flat = F.reshape(-1, problem.X.shape[0], K)
-    loglik = np.stack([lik.loglik(f) for f in flat]).reshape(chains, draws, -1)
+    loglik = lik.loglik(F)
     attrs = {
         "log_evidence": float(lap.log_evidence),
         "converged": int(res.converged and lap.converged),

@@ -18,7 +18,6 @@ from importlib.util import find_spec
 
 import numpy as np
 import xarray as xr
-from scipy.special import log_expit, log_softmax
 
 from sparsebayes.models import GammaPrior, SamplingWarning
 from sparsebayes.models.pymc_models import (
@@ -29,6 +28,7 @@ from sparsebayes.models.pymc_models import (
     regression_model,
 )
 
+from .laplace import _likelihood
 from .predictive import one_blas_thread
 from .results import gaussian_log_likelihood, make_datatree
 
@@ -129,15 +129,6 @@ def conditional_weights(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, beta:
     return W.reshape(alpha.shape), MU.reshape(alpha.shape)
 
 
-def _class_loglik(t: np.ndarray, F: np.ndarray) -> np.ndarray:
-    """Pointwise ``ln p(t_n | f_n)``: Bernoulli-logit for ``F`` (..., n), softmax for
-    ``F`` (..., n, K)."""
-    if F.ndim == 4:  # (chain, draw, n, K)
-        lp = log_softmax(F, axis=-1)
-        return np.take_along_axis(lp, t[None, None, :, None], axis=-1)[..., 0]
-    return np.where(t == 1, log_expit(F), log_expit(-F))
-
-
 def _assemble(problem, model, *, alpha, beta, w, extra_stats, attrs, rng) -> xr.DataTree:
     """The common layout from posterior arrays with leading (chain, draw)."""
     basis = problem.basis
@@ -161,7 +152,9 @@ def _assemble(problem, model, *, alpha, beta, w, extra_stats, attrs, rng) -> xr.
             F = w @ Phi.T
             extra = {}
             attrs["positive_class"] = str(problem.classes[1])
-        loglik = _class_loglik(problem.t, F)
+        softmax_model = F.ndim == 4  # (chain, draw, n, K); binary: (chain, draw, n)
+        lik = _likelihood(problem.t, problem.n_classes, softmax_model)
+        loglik = lik.loglik(F if softmax_model else F[..., None])
     dt = make_datatree(problem, basis=basis, columns=columns, posterior=posterior,
                        log_likelihood=loglik, sample_stats=extra_stats, attrs=attrs, **extra)
     dt.attrs["n_relevant"] = _n_relevant(Phi, posterior, problem)
