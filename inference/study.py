@@ -1018,8 +1018,19 @@ class _Progress:
         self.bar.close()
 
 
-def _init_worker() -> None:
+def _init_worker(parent: int) -> None:
     warnings.filterwarnings("ignore", category=DeprecationWarning)
+    import threading
+
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+
+
+def _exit_with_parent(parent: int, every: float = 0.5) -> None:
+    """A pool worker whose parent was killed (SIGKILL, the OOM killer) would wait for work
+    forever, holding its memory; it exits once it has been re-parented."""
+    while os.getppid() == parent:
+        time.sleep(every)
+    os._exit(1)
 
 
 def _execute(todo: list[Cell], n_jobs: int, client,
@@ -1052,7 +1063,8 @@ def _execute(todo: list[Cell], n_jobs: int, client,
     from concurrent.futures.process import BrokenProcessPool
 
     ctx = multiprocessing.get_context("spawn")  # fork after BLAS/numba threads is unsafe
-    pool = ProcessPoolExecutor(max_workers=n_jobs, mp_context=ctx, initializer=_init_worker)
+    pool = ProcessPoolExecutor(max_workers=n_jobs, mp_context=ctx, initializer=_init_worker,
+                               initargs=(os.getpid(),))
     try:
         futures = {pool.submit(run_cell, c): c for c in todo}
         pending = set(futures)

@@ -7,11 +7,14 @@ executors against each other (in-process, processes, a Dask ``LocalCluster``).""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
 import sys
 import time
+import uuid
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -211,21 +214,43 @@ def test_output_folder_of_another_study_is_refused(tmp_path, capsys):
     assert len(t) == 2 and cell.path(out).stat().st_mtime_ns == before
 
 
+def _processes_with(marker: str) -> list[int]:
+    """Live processes whose environment holds ``marker`` (Linux /proc)."""
+    pids = []
+    for env in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker.encode() in env.read_bytes().split(b"\0"):
+                pids.append(int(env.parent.name))
+        except OSError:  # gone meanwhile, or not ours
+            pass
+    return pids
+
+
 @pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
 def test_resume_after_kill_computes_only_missing_cells(tmp_path):
     """Kill a running `sparsebayes study` half-way; re-running with --resume leaves the
-    finished cells' files untouched and computes the rest; the table equals a clean run."""
+    finished cells' files untouched and computes the rest; the table equals a clean run.
+    The killed study's pool workers exit by themselves (they used to wait forever)."""
     out = tmp_path / "res"
     args = ["--data", "diabetes:n_train=80", "--methods", "rvm/evidence,svm,"
-            "rvm/evidence-mackay", "--splits", "6", "--out", str(out), "--no-progress",
-            "--no-report"]
+            "rvm/evidence-mackay", "--splits", "6", "--out", str(out), "--n-jobs", "2",
+            "--no-progress", "--no-report"]
     cmd = [sys.executable, "-m", "sparsebayes.inference.cli", "study", *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    tag = uuid.uuid4().hex
+    marker = f"SPARSEBAYES_TEST_STUDY={tag}"
+    env = {**os.environ, "SPARSEBAYES_TEST_STUDY": tag}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     deadline = time.time() + 120
     while time.time() < deadline and len(list(out.glob("cells/*/*/*.json"))) < 3:
         time.sleep(0.02)
+    assert len(_processes_with(marker)) >= 2  # the study and its workers (n_jobs = cores)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    deadline = time.time() + 20
+    while _processes_with(marker) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _processes_with(marker), "orphaned study workers"
     done = {p: p.stat().st_mtime_ns for p in out.glob("cells/*/*/*.json")}
     assert 3 <= len(done) < 18, "the study should have been stopped half-way"
     assert main(["study", *args, "--resume"]) == 0
