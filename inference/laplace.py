@@ -832,8 +832,10 @@ def _to_datatree(problem, basis, lik, lap: Laplace, res: _Fit, *, softmax_model,
                  seed, draws, chains, n_iter, trace, method) -> xr.DataTree:
     """Binary: ``w``, ``alpha`` on dim ``basis``; ``w`` is the logit weight of
     ``classes[1]``. Softmax: ``w``, ``alpha`` on dims (``basis``, ``class``) over the union of
-    the columns relevant for any class; a weight pruned for one class has ``w = 0`` and
-    ``alpha = inf`` there. ``gaussian_posterior``: ``mu`` and ``Sigma`` (binary: (basis,
+    the columns relevant for any class; a weight pruned for one class has ``w = 0`` there and
+    ``alpha = inf`` in ``gaussian_posterior``, but the largest float in ``posterior`` (ArviZ's
+    ESS of a constant ``inf`` is NaN, which made ``az.loo``'s relative efficiency NaN and
+    its Pareto k wrong). ``gaussian_posterior``: ``mu`` and ``Sigma`` (binary: (basis,
     basis_bis); softmax: (basis, class, basis_bis, class_bis), the joint Laplace covariance)."""
     if not isinstance(draws, int | np.integer) or draws <= 0:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
@@ -887,7 +889,8 @@ def _to_datatree(problem, basis, lik, lap: Laplace, res: _Fit, *, softmax_model,
     class_labels = np.asarray(problem.classes).astype(str)
     dt = make_datatree(
         problem, basis=basis, columns=ucols,
-        posterior={"w": W, "alpha": np.broadcast_to(A, (chains, draws, Mu, K)).copy()},
+        posterior={"w": W, "alpha": np.broadcast_to(np.minimum(A, np.finfo(float).max),
+                                                     (chains, draws, Mu, K)).copy()},
         log_likelihood=loglik, sample_stats=stats, attrs=attrs,
         extra_dims={"w": ["basis", "class"], "alpha": ["basis", "class"]},
         extra_coords={"class": class_labels},
