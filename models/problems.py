@@ -181,8 +181,9 @@ class RVMClassification:
 
     def pymc_model(self, prior: GammaPrior | None = None, likelihood: str | None = None,
                    collapsed: bool = False):
-        """The hierarchical non-centred ``pm.Model`` (Bernoulli-logit or softmax); see
-        :func:`sparsebayes.models.pymc_models.classification_model`."""
+        """The hierarchical non-centred ``pm.Model`` (Bernoulli-logit or softmax), or with
+        ``collapsed=True`` ``alpha`` integrated out (``w`` Student-t; the model NUTS and ADVI
+        sample by default); see :func:`sparsebayes.models.pymc_models.classification_model`."""
         from .pymc_models import classification_model
 
         return classification_model(self, prior=prior, likelihood=likelihood,
