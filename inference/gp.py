@@ -22,12 +22,12 @@ from scipy import linalg, optimize
 from sparsebayes.models import ConvergenceWarning, NumericalWarning
 from sparsebayes.models.gp import GPRegression, se_ard_covariance
 
+from .numerics import one_blas_thread
 from .predictive import (
     MixturePredictive,
     Predictive,
-    _draw_index,
     check_new_inputs,
-    one_blas_thread,
+    draw_index,
 )
 
 __all__ = [
@@ -393,7 +393,7 @@ def predict_gp(post: xr.DataTree, X_new, max_draws: int | None = 500
     if ls.shape[0] == 1:
         mean, var = gp_moments(X, t, X_new, ls[0], sf[0], sn[0])
         return Predictive(mean=mean, var=var, kind="gp")
-    keep = _draw_index(ls.shape[0], max_draws)
+    keep = draw_index(ls.shape[0], max_draws)
     moments = [gp_moments(X, t, X_new, ls[s], sf[s], sn[s]) for s in keep]
     return MixturePredictive(np.array([m for m, _ in moments]),
                              np.array([v for _, v in moments]), kind="gp")

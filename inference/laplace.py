@@ -7,7 +7,7 @@ Tipping (2001) §3 eqs. (23)-(28), PRML §7.2.3, Tipping & Faul (2003) §2.2:
 * the Laplace log evidence (PRML 7.114)
   ``ln p(t|alpha) ~ ln p(t|w*) + 1/2 sum ln alpha - 1/2 w*^T A w* - 1/2 ln|H|``;
 * ``method="evidence"``: Tipping & Faul's sequential add / delete / re-estimate algorithm
-  (the core :class:`~sparsebayes.inference.evidence.SequentialSparseBayes`) run on the
+  (:class:`~sparsebayes.inference.sequential.SequentialSparseBayes`) run on the
   linearised targets ``t_hat = Phi w* + B^-1 (t - y)`` (T&F eq. 14; PRML 7.117 — Tipping's
   eq. 27 as printed uses ``t``) with per-point precisions ``B``, the mode re-found after
   every action, as SparseBayes does;
@@ -20,8 +20,10 @@ Tipping (2001) §3 eqs. (23)-(28), PRML §7.2.3, Tipping & Faul (2003) §2.2:
 Parameters are held as *pairs* (basis column, class): a binary (Bernoulli) model has one
 output (class 0 of the pair is the logit of ``classes[1]``); a softmax model has one logit
 per class. For the fast algorithm the softmax surrogate ``t_hat, B`` (B is a K x K block of
-rank K-1 per point) is whitened to ``N (K-1)`` rows with unit precision, so the core runs
-unchanged on the ``M K`` candidate pairs.
+rank K-1 per point) is handed to the one sequential algorithm as per-point blocks
+(:class:`~sparsebayes.inference.sequential.BlockProducts`) over the ``M K`` candidate pairs:
+memory O(NM + NK^2), no (NK)-sized matrix. Its safeguards (alpha floor, tabu list, damped
+re-estimates) are the algorithm's :class:`~sparsebayes.inference.sequential.Policy`.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import warnings
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 import numpy as np
 import xarray as xr
@@ -37,11 +38,11 @@ from scipy import linalg, optimize
 from scipy.special import expit, log_expit, logsumexp, softmax
 
 from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning
-from sparsebayes.models.kernels import GaussianKernel, _sq_distances
+from sparsebayes.models.kernels import GaussianKernel, sq_distances
 
-from .evidence import SequentialSparseBayes, _cholesky, basis_objective
-from .predictive import one_blas_thread
+from .numerics import cholesky, one_blas_thread
 from .results import draw_gaussian, make_datatree
+from .sequential import BlockProducts, DenseProducts, Policy, SequentialSparseBayes
 
 __all__ = [
     "Laplace",
@@ -54,7 +55,6 @@ __all__ = [
 PRUNE_ALPHA = 1e12  # MacKay pruning threshold for classification (Tipping App. B.1)
 ALPHA_MIN = 1e-6  # floor on alpha (unit-norm columns): bounds w on separable data
 B_FLOOR = 1e-300  # B underflows to 0 only for |logit| > 745
-DAMP_MIN = 1.0 / 64  # smallest damping factor of a re-estimate's log step
 # Re-estimates per surrogate: measured (10 Ripley-100 subsets; IDA, 10 splits each) 3 gives
 # the same or higher evidence, error and relevance vectors as 1 in 20-50% less time
 # (mode searches dominate); 5 and 10 were faster still but lost 1.3 nats on banana.
@@ -232,14 +232,6 @@ class Laplace:
         return Linv.T @ Linv
 
 
-def _chol(H: np.ndarray) -> np.ndarray:
-    """Lower Cholesky factor by LAPACK ``dpotrf`` directly (the SciPy wrapper's checks cost
-    more than the factorisation at these sizes); the jitter-and-warn path of the core if
-    ``H`` is not numerically positive definite."""
-    L, info = linalg.lapack.dpotrf(H, lower=1, clean=1)
-    return L if info == 0 else _cholesky(H)
-
-
 def _mode(Phi_act: np.ndarray, cls: np.ndarray, lik, alpha: np.ndarray,
           theta0: np.ndarray | None = None, gtol: float = 1e-10, max_iter: int = 100) -> Laplace:
     """Posterior mode by Newton / IRLS with step halving (Tipping eq. 24; PRML 7.110-7.111).
@@ -261,7 +253,7 @@ def _mode(Phi_act: np.ndarray, cls: np.ndarray, lik, alpha: np.ndarray,
         gl, H = lik.newton_terms(Phi_act, cls, F)
         g = gl - alpha * theta
         H.flat[diag] += alpha
-        L = _chol(H)
+        L = cholesky(H)
         if np.abs(g).max(initial=0.0) <= gtol * max(1.0, np.abs(gl).max(initial=0.0)):
             converged = fresh = True
             break
@@ -284,7 +276,7 @@ def _mode(Phi_act: np.ndarray, cls: np.ndarray, lik, alpha: np.ndarray,
         gl, H = lik.newton_terms(Phi_act, cls, F)
         g = gl - alpha * theta
         H.flat[diag] += alpha
-        L = _chol(H)
+        L = cholesky(H)
     loglik = float(ll.sum())
     log_ev = (loglik + 0.5 * np.sum(np.log(alpha)) - 0.5 * theta @ (alpha * theta)
               - np.sum(np.log(np.diag(L))))
@@ -379,7 +371,7 @@ def laplace_width_gradient(Phi_act: np.ndarray, centres: np.ndarray, X: np.ndarr
     W = (E * Phi_act)[:, is_kernel]
     grad = np.zeros(X.shape[1])
     for d in range(X.shape[1]):
-        sq = _sq_distances(X[:, d : d + 1], centres[:, d : d + 1])
+        sq = sq_distances(X[:, d : d + 1], centres[:, d : d + 1])
         grad[d] = -np.sum(W * sq)
     return grad
 
@@ -389,150 +381,18 @@ def laplace_width_gradient(Phi_act: np.ndarray, centres: np.ndarray, X: np.ndarr
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class _Bounded(SequentialSparseBayes):
-    """The core with three safeguards for the Laplace loop:
-
-    * ``alpha >= alpha_min``: proposals below the floor go to the floor (so a basis at the
-      floor is converged), which bounds the weights on separable data;
-    * candidates in ``tabu`` may not be added or deleted (they may be re-estimated): an add
-      or delete that the surrogate proposed but that lowered the Laplace evidence (see
-      :func:`_run_fast`);
-    * damped re-estimates: the surrogate's optimal alpha of a basis moves the mode, which
-      moves the surrogate; when that feedback overshoots, its re-estimates alternate for ever
-      (seen on IDA heart). The log step of a basis whose last re-estimate went the other way
-      is scaled by a factor ``lam`` in ``damp`` (halved at every reversal, doubled back
-      towards 1 otherwise, at least ``DAMP_MIN``)."""
-
-    # The Laplace loop rebuilds the state from a new surrogate after every action (keeping
-    # only ``active``, ``alpha`` and the rank-one updated ``mu`` as a warm start), so the
-    # core's exact rebuild after a step would be wasted.
-    refresh_after_step: ClassVar[bool] = False
-    alpha_min: float = 0.0
-    tabu: set = field(default_factory=set)
-    damp: dict = field(default_factory=dict)  # basis -> (lam, sign of its last log step)
-    _Phi2: np.ndarray | None = field(default=None, repr=False)  # Phi**2 for relinearise
-
-    def proposals(self):
-        new, gain, cur = super().proposals()
-        fix = np.isfinite(new) & (new < self.alpha_min) & np.isfinite(gain)
-        new[fix] = self.alpha_min
-        for i, (lam, _) in self.damp.items():
-            if lam < 1 and np.isfinite(new[i]) and np.isfinite(cur[i]) and np.isfinite(gain[i]):
-                new[i] = cur[i] * (new[i] / cur[i]) ** lam
-                fix[i] = True
-        if fix.any():
-            s, q = self.sq()
-            b = np.broadcast_to(np.asarray(self.b_prior, dtype=float), s.shape)
-            gain[fix] = (basis_objective(new[fix], s[fix], q[fix], self.a_prior, b[fix])
-                         - basis_objective(cur[fix], s[fix], q[fix], self.a_prior, b[fix]))
-        if self.tabu:
-            idx = np.fromiter(self.tabu, dtype=int)
-            switch = np.isfinite(new[idx]) != np.isfinite(cur[idx])  # an add or a delete
-            gain[idx[switch]] = -np.inf
-        return new, gain, cur
-
-    def _choose(self, tol: float) -> tuple[int, float, float] | None:
-        if not self.flat:  # a Gamma prior: the general proposals
-            return self._decide(*self.proposals(), tol)
-        return self._decide(*self._flat_proposals(), tol)
-
-    def _flat_proposals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`proposals` for the flat prior, the same numbers (eq. 20 for the new alpha,
-        eq. 18 for the gains, the same expressions) from the excluded candidates with
-        ``Q^2 > S`` and the bases in the model only, instead of every candidate through the
-        Gamma-prior root finder."""
-        S, Q = self.S, self.Q
-        M = S.size
-        new = np.full(M, np.inf)
-        gain = np.full(M, -np.inf)
-        cur = np.full(M, np.inf)
-        # adds: excluded, not numerically in the model's span, q^2 > s (s = S, q = Q)
-        theta = Q * Q - S
-        add = np.flatnonzero(self.excluded & (S > 1e-12 * self.diag) & (theta > 0))
-        s, q = S[add], Q[add]
-        a = s**2 / theta[add]
-        a = np.where(a < self.alpha_min, self.alpha_min, a)
-        new[add] = a
-        gain[add] = 0.5 * (np.log(a / (a + s)) + q**2 / (a + s))
-        # the bases in the model (sq(): s = 1/Sigma_jj - alpha, q = mu / Sigma_jj)
-        act = np.asarray(self.active)
-        alpha = self.alpha
-        cur[act] = alpha
-        d = np.diag(self.Sigma)
-        s = 1.0 / d - alpha
-        q = self.mu / d
-        theta = q**2 - s
-        keep = theta > 0
-        a = np.full(act.size, np.inf)
-        a[keep] = s[keep] ** 2 / theta[keep]
-        a[keep & (a < self.alpha_min)] = self.alpha_min
-        for j, i in enumerate(act):
-            lam = self.damp.get(int(i), (1.0, 0.0))[0]
-            if lam < 1 and keep[j]:
-                a[j] = alpha[j] * (a[j] / alpha[j]) ** lam
-        l_new = np.zeros(act.size)
-        ak, sk = a[keep], s[keep]
-        l_new[keep] = 0.5 * (np.log(ak / (ak + sk)) + q[keep] ** 2 / (ak + sk))
-        new[act] = a
-        gain[act] = l_new - 0.5 * (np.log(alpha / (alpha + s)) + q**2 / (alpha + s))
-        if self.aligned:
-            gain[list(self.aligned)] = -np.inf
-        if act.size == 1 and not keep[0]:  # never empty the model
-            gain[act[0]] = -np.inf
-        if self.tabu:
-            idx = np.fromiter(self.tabu, dtype=int)
-            switch = np.isfinite(new[idx]) != np.isfinite(cur[idx])  # an add or a delete
-            gain[idx[switch]] = -np.inf
-        return new, gain, cur
-
-    def relinearise(self, Phi: np.ndarray, t: np.ndarray, b: np.ndarray) -> None:
-        """Move the state to a new surrogate (design, targets ``t_hat``, precisions ``B``)
-        keeping the model (``active``, ``alpha``), the skipped duplicates and the safeguards:
-        what a new state built on it would hold (``diag``, ``Phi^T B t_hat``, ``cross``, then
-        the exact :meth:`recompute`), without the construction and its checks."""
-        b = np.asarray(b, dtype=float)
-        if Phi.size > PHI2_MAX:
-            self.diag = np.einsum("nm,nm,n->m", Phi, Phi, b)
-        else:  # Phi**2 kept while the design stays (Bernoulli: always)
-            if Phi is not self.Phi or self._Phi2 is None:
-                self._Phi2 = Phi * Phi
-            self.diag = b @ self._Phi2
-        self.Phi, self.t, self.b = Phi, t, b
-        self.PhiBt = self.design_T_dot(self.b * t)
-        Mt = len(self.active)
-        self._buf[:, :Mt] = Phi.T @ (self.b[:, None] * Phi[:, self.active])
-        self.cross = self._buf[:, :Mt]
-        self.recompute()
-
-    def reestimate(self, i: int, alpha_new: float) -> None:
-        direction = np.sign(np.log(alpha_new / self.alpha[self.active.index(i)]))
-        lam, last = self.damp.get(i, (1.0, 0.0))
-        lam = max(lam / 2, DAMP_MIN) if direction == -last else min(1.0, 2 * lam)
-        self.damp[i] = (lam, direction)
-        super().reestimate(i, alpha_new)
-
-
-def _surrogate(Phi: np.ndarray, lik, F: np.ndarray):
-    """Linearised Gaussian problem at logits F (T&F eq. 14, PRML 7.117): design, targets
-    ``t_hat`` and per-row precisions. Bernoulli: ``(Phi, F + (t - y)/B, B)``. Softmax: each
-    point's rank-(K-1) block ``B_n = L_n L_n^T`` is whitened, giving rows ``L_n^T (phi_n x
-    e_k)`` for the candidate pairs (class-major) and targets ``L_n^T f_n + L_n^+ (t_n - y_n)``
-    with unit precision."""
+def _surrogate(Phi: np.ndarray, lik, F: np.ndarray, Phi2: np.ndarray | None = None):
+    """The linearised Gaussian problem at logits F (TF03 eq. 14, PRML 7.117) as the
+    sequential algorithm's products. Bernoulli: design ``Phi``, targets
+    ``t_hat = F + (t - y) / B``, precisions ``B = y (1 - y)``. Softmax: per point the K x K
+    block ``B_n`` over the (basis, class) pairs (:class:`BlockProducts`; no N(K-1) x KM
+    design). ``Phi2 = Phi**2`` (if kept) makes ``phi_m^T B phi_m`` one product."""
     G = lik.grad(F)
     B = lik.hess(F)
-    K = lik.n_out
-    if K == 1:
+    if lik.n_out == 1:
         b = np.maximum(B[:, 0, 0], B_FLOOR)
-        return Phi, F[:, 0] + G[:, 0] / b, b
-    lam, V = np.linalg.eigh(B)  # ascending; lam[:, 0] = 0 (the all-ones direction)
-    lam = np.maximum(lam[:, 1:], B_FLOOR)
-    V = V[:, :, 1:]
-    Lr = V * np.sqrt(lam)[:, None, :]  # (N, K, K-1)
-    N, M = Phi.shape
-    Phi_s = np.einsum("nkr,nm->nrkm", Lr, Phi).reshape(N * (K - 1), K * M)
-    z = np.einsum("nkr,nk->nr", Lr, F) + np.einsum("nkr,nk->nr", V, G) / np.sqrt(lam)
-    return Phi_s, z.reshape(-1), np.ones(N * (K - 1))
+        return DenseProducts(Phi, F[:, 0] + G[:, 0] / b, b, Phi2=Phi2)
+    return BlockProducts(Phi, B, F, G, Phi2)
 
 
 @dataclass
@@ -568,13 +428,18 @@ def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -
         lap = _mode(Phi[:, w_cols], w_cls, lik, w_alpha, w_theta)
         F = lap.F
         start = {"active": active, "alpha": np.array(w_alpha)}
-    Phi_s, z, b = _surrogate(Phi, lik, F)
-    state = _Bounded(Phi_s, z, b, prior_a, b_prior, alpha_min=alpha_min, **start)
+    Phi2 = Phi * Phi if Phi.size <= PHI2_MAX else None
+    products = _surrogate(Phi, lik, F, Phi2)
+    policy = Policy(alpha_min=alpha_min, damped=True)
+
+    def new_state(**start):
+        return SequentialSparseBayes(a_prior=prior_a, b_prior=b_prior, products=products,
+                                     policy=policy, refresh_after_step=False, **start)
+
+    state = new_state(**start)
     trace: list[float] = []
     converged = False
     it = 0
-    tabu: set = set()
-    damp: dict = {}
     toggles: dict[int, int] = {}
     log_ev = -np.inf
     stale = 0  # re-estimates taken on the current surrogate without re-finding the mode
@@ -602,19 +467,17 @@ def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -
                 # the Laplace evidence falls (seen on IDA heart: add with surrogate gain
                 # 0.03, delete with gain 0.25, for ever): undo the action and forbid it
                 # until another add/delete is accepted
-                tabu.add(i)
-                state = _Bounded(Phi_s, z, b, prior_a, b_prior, active=before[0],
-                                 alpha=before[1], alpha_min=alpha_min, tabu=tabu, damp=damp)
+                policy.tabu.add(i)
+                state = new_state(active=before[0], alpha=before[1])
                 state.aligned = before[2]
                 continue
         if action in ("add", "delete"):
-            tabu.clear()
+            policy.tabu.clear()
         lap = new_lap
         log_ev = lap.log_evidence
         trace.append(log_ev)
-        Phi_s, z, b = _surrogate(Phi, lik, lap.F)
-        state.tabu, state.damp = tabu, damp
-        state.relinearise(Phi_s, z, b)
+        products = _surrogate(Phi, lik, lap.F, Phi2)
+        state.move_to(products)
     act = np.asarray(state.active)
     cols, cls, alpha = cand_col[act], cand_cls[act], state.alpha.copy()
     order = np.lexsort((cols, cls))
@@ -801,7 +664,7 @@ def _width_objective(log_width, kernel, basis, X, lik, cols, cls, alpha, cache):
     Phi_act = b.design(X, columns=cols)
     lap = _mode(Phi_act, cls, lik, alpha, cache["theta"], gtol=1e-11)
     cache["theta"] = lap.theta
-    cidx = b.centre_index()[cols]
+    cidx = b.kernel_index()[cols]
     is_kernel = cidx >= 0
     grad_eta = laplace_width_gradient(Phi_act, b.centres[cidx[is_kernel]], X, is_kernel, cls,
                                       lik, lap)

@@ -13,8 +13,6 @@ Kinds (``predict(post, X_new, kind=...)`` on a regression posterior): ``"rvm"``
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import numbers
 from dataclasses import dataclass
 
@@ -24,6 +22,7 @@ from scipy import special, stats
 
 from sparsebayes.models.problems import check_inputs, check_targets
 
+from .numerics import one_blas_thread, weight_posterior
 from .results import basis_from_posterior
 
 __all__ = [
@@ -198,24 +197,6 @@ def predict_rvm(post: xr.DataTree, X_new) -> Predictive:
     return Predictive(mean=mean, var=var, kind="rvm")
 
 
-@functools.cache
-def _blas_controller():
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
-
-
-def one_blas_thread():
-    """Context limiting BLAS to one thread. On busy cores multithreaded OpenBLAS is many
-    times slower on the mid-sized products here (measured: RVM* on 1000 x 1000 points
-    74 ms with the default threads, 14 ms with one; a GP likelihood gradient at n = 455
-    2.0 s vs 0.025 s)."""
-    try:
-        return _blas_controller().limit(limits=1, user_api="blas")
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return contextlib.nullcontext()
-
-
 def _regression_posterior(post: xr.DataTree, kind: str) -> None:
     pkind = post.attrs.get("problem_kind")
     if pkind != "regression":
@@ -223,7 +204,7 @@ def _regression_posterior(post: xr.DataTree, kind: str) -> None:
                          "posterior")
 
 
-def _draw_index(n_draws: int, max_draws: int | None) -> np.ndarray:
+def draw_index(n_draws: int, max_draws: int | None) -> np.ndarray:
     if max_draws is None or n_draws <= max_draws:
         return np.arange(n_draws)
     if not isinstance(max_draws, int | np.integer) or max_draws <= 0:
@@ -255,7 +236,7 @@ def predict_samples(post: xr.DataTree, X_new, max_draws: int | None = 2000
     basis, columns = basis_from_posterior(post)
     Phi_new = basis.design(X_new, columns=columns)
     w, beta = _flat_draws(post, "w"), _beta_draws(post)
-    keep = _draw_index(w.shape[0], max_draws)
+    keep = draw_index(w.shape[0], max_draws)
     means = w[keep] @ Phi_new.T
     return MixturePredictive(means, (1.0 / beta[keep])[:, None], kind="samples")
 
@@ -339,10 +320,9 @@ def predict_rvm_star(post: xr.DataTree, X_new, alpha_star: float | None = None, 
     basis, columns = basis_from_posterior(post)
     Phi = basis.design(X, columns=columns)
     if use_draws:
-        from .evidence import weight_posterior
 
         alpha, beta = _flat_draws(post, "alpha"), _beta_draws(post)
-        keep = _draw_index(alpha.shape[0], max_draws)
+        keep = draw_index(alpha.shape[0], max_draws)
         moments = [weight_posterior(Phi, t, alpha[s], float(beta[s]))[:2] + (float(beta[s]),)
                    for s in keep]
     else:

@@ -29,7 +29,7 @@ from sparsebayes.models.pymc_models import (
 )
 
 from .laplace import _likelihood
-from .predictive import one_blas_thread
+from .numerics import one_blas_thread
 from .results import gaussian_log_likelihood, make_datatree
 
 __all__ = [

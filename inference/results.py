@@ -20,7 +20,16 @@ import xarray as xr
 
 from sparsebayes.models import Basis
 
-__all__ = ["make_datatree", "basis_from_posterior", "gaussian_log_likelihood", "draw_gaussian"]
+__all__ = ["make_datatree", "basis_from_posterior", "gaussian_log_likelihood", "draw_gaussian",
+           "pointwise_budget_ok"]
+
+POINTWISE_MAX = 25_000_000  # values (200 MB) of a log_likelihood group at most
+
+
+def pointwise_budget_ok(chains: int, draws: int, n: int) -> bool:
+    """Whether a (chain, draw, obs) log_likelihood fits ``POINTWISE_MAX``; above it a result
+    leaves the group out (say so in its attrs) rather than exhaust memory at large N."""
+    return chains * draws * n <= POINTWISE_MAX
 
 
 def draw_gaussian(mu: np.ndarray, Sigma: np.ndarray, shape: tuple[int, ...],
@@ -69,9 +78,14 @@ def make_datatree(
     dims.update(extra_dims or {})
 
     centre_index = basis.centre_index()[columns]
+    kernel_index = basis.kernel_index()[columns]
     centres = np.full((columns.size, d), np.nan)
-    is_kernel = centre_index >= 0
-    centres[is_kernel] = basis.centres[centre_index[is_kernel]]
+    is_kernel = kernel_index >= 0
+    centres[is_kernel] = basis.centres[kernel_index[is_kernel]]
+    constant = {"X": np.asarray(problem.X), "centres": centres, "centre_index": centre_index}
+    if basis.dictionary:  # the whole dictionary: predictions rebuild the basis from it
+        constant["dictionary"] = basis.centres
+        coords["dictionary_centre"] = np.arange(basis.n_kernel)
 
     stats_plain = {}
     traces = {}
@@ -81,17 +95,15 @@ def make_datatree(
         else:
             stats_plain[k] = np.asarray(v)
     dims.update({"X": ["obs", "feature"], "centres": ["basis", "feature"],
-                 "centre_index": ["basis"]})
+                 "centre_index": ["basis"], "dictionary": ["dictionary_centre", "feature"]})
     sample = ["chain", "draw"]
-    children = {
-        "posterior": _group({k: np.asarray(v) for k, v in posterior.items()}, dims, coords,
-                            sample),
-        "log_likelihood": _group({"t": np.asarray(log_likelihood)}, dims, coords, sample,
-                                 skip_event_dims=True),
-        "observed_data": _group({"t": np.asarray(problem.t)}, dims, coords, []),
-        "constant_data": _group({"X": problem.X, "centres": centres,
-                                 "centre_index": centre_index}, dims, coords, []),
-    }
+    children = {"posterior": _group({k: np.asarray(v) for k, v in posterior.items()}, dims,
+                                    coords, sample)}
+    if log_likelihood is not None:  # None: too large to hold (see pointwise_budget_ok)
+        children["log_likelihood"] = _group({"t": np.asarray(log_likelihood)}, dims, coords,
+                                            sample, skip_event_dims=True)
+    children["observed_data"] = _group({"t": np.asarray(problem.t)}, dims, coords, [])
+    children["constant_data"] = _group(constant, dims, coords, [])
     if stats_plain or traces:
         children["sample_stats"] = _group(
             stats_plain, dims, coords, sample,
@@ -120,10 +132,12 @@ def make_datatree(
 
 
 def basis_from_posterior(post: xr.DataTree) -> tuple[Basis, np.ndarray]:
-    """The fitted :class:`Basis` (training inputs as centres) and the column indices of
-    dim ``basis``, rebuilt from the DataTree alone (so it works after a netCDF round trip)."""
-    X = post["constant_data"]["X"].values
-    basis = Basis.from_spec(post.attrs["basis_spec"], X)
+    """The fitted :class:`Basis` (the training inputs or the dictionary as centres) and the
+    column indices of dim ``basis``, rebuilt from the DataTree alone (so it works after a
+    netCDF round trip)."""
+    const = post["constant_data"]
+    centres = const["dictionary"].values if "dictionary" in const else const["X"].values
+    basis = Basis.from_spec(post.attrs["basis_spec"], centres)
     all_labels = basis.labels
     pos = {lab: i for i, lab in enumerate(all_labels)}
     columns = np.array([pos[str(lab)] for lab in post["posterior"]["basis"].values], dtype=int)

@@ -17,8 +17,8 @@ from scipy.special import digamma, gammaln
 
 from sparsebayes.models import ConvergenceWarning, GammaPrior
 
-from .evidence import check_basis, gram_weight_posterior
-from .predictive import one_blas_thread
+from .evidence import check_basis
+from .numerics import gram_weight_posterior, one_blas_thread
 from .results import draw_gaussian, gaussian_log_likelihood, make_datatree
 
 __all__ = ["VRVMState", "vrvm", "vrvm_bound", "fit_vrvm", "gamma_entropy"]

@@ -12,7 +12,7 @@ import numpy as np
 
 from .kernels import GaussianKernel, Kernel, kernel_from_spec
 
-__all__ = ["Basis", "EXTRA_COLUMNS"]
+__all__ = ["Basis", "EXTRA_COLUMNS", "symmetric_kernel"]
 
 EXTRA_COLUMNS = ("linear", "quadratic")
 
@@ -21,14 +21,17 @@ EXTRA_COLUMNS = ("linear", "quadratic")
 class Basis:
     """Columns ``[bias | k(., c_1) ... k(., c_m) | extra terms]`` of the design matrix.
 
-    Labels: ``"bias"``, the centre index as a string (``"0"``, ``"1"``, ...) for kernel
-    columns, and ``"x0"``, ``"x0^2"``, ``"x0*x1"`` for extra columns.
+    Labels: ``"bias"``; for kernel columns the index of the training input they are centred
+    on (``"0"``, ``"1"``, ...), or ``"c0"``, ``"c1"``, ... when the centres are a dictionary
+    (``dictionary=True``: k-means or user-given centres, not the training inputs); and
+    ``"x0"``, ``"x0^2"``, ``"x0*x1"`` for extra columns.
     """
 
     kernel: Kernel
     centres: np.ndarray
     bias: bool = True
     extra: tuple[str, ...] = ()
+    dictionary: bool = False
 
     def __post_init__(self) -> None:
         bad = [e for e in self.extra if e not in EXTRA_COLUMNS]
@@ -62,36 +65,50 @@ class Basis:
     @property
     def labels(self) -> list[str]:
         head = ["bias"] if self.bias else []
-        return head + [str(i) for i in range(self.n_kernel)] + [n for n, _ in self._extra_terms()]
+        prefix = "c" if self.dictionary else ""
+        return (head + [f"{prefix}{i}" for i in range(self.n_kernel)]
+                + [n for n, _ in self._extra_terms()])
 
     @property
     def n_columns(self) -> int:
         return len(self.labels)
 
-    def centre_index(self) -> np.ndarray:
-        """Training-point index of each column (-1 for bias and extra columns)."""
+    def kernel_index(self) -> np.ndarray:
+        """Row of ``centres`` of each column (-1 for bias and extra columns)."""
         idx = np.full(self.n_columns, -1)
         off = self.kernel_offset
         idx[off : off + self.n_kernel] = np.arange(self.n_kernel)
         return idx
 
-    def design(self, X: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
+    def centre_index(self) -> np.ndarray:
+        """Training-point index of each column: -1 for bias and extra columns, and for every
+        column of a dictionary (its centres are not training inputs)."""
+        if self.dictionary:
+            return np.full(self.n_columns, -1)
+        return self.kernel_index()
+
+    def design(self, X: np.ndarray, columns: np.ndarray | None = None,
+               out: np.ndarray | None = None) -> np.ndarray:
         """Phi (n, M) in Fortran order (contiguous columns), or only ``columns`` of it.
 
-        The kernel block is written in place into the preallocated matrix, so no
-        second n x m temporary is made (an N = 4000 RVM design is 128 MB).
+        The kernel block is written in place into the preallocated matrix (or ``out``, an
+        (n, M) Fortran-ordered buffer to reuse), so no second n x m temporary is made (an
+        N = 4000 RVM design is 128 MB).
         """
         X = np.asarray(X, dtype=float)
         n = X.shape[0]
         if columns is not None:
             return self._design_columns(X, np.asarray(columns, dtype=int))
-        Phi = np.empty((n, self.n_columns), order="F")
+        if out is not None and out.shape == (n, self.n_columns) and out.flags.f_contiguous:
+            Phi = out
+        else:
+            Phi = np.empty((n, self.n_columns), order="F")
         off = self.kernel_offset
         if self.bias:
             Phi[:, 0] = 1.0
         # Phi.T[off:off+m] is C-contiguous (m, n): fill K^T in place, no copy.
         block = Phi.T[off : off + self.n_kernel]
-        if _symmetric(self.kernel):
+        if symmetric_kernel(self.kernel):
             self.kernel(self.centres, X, out=block)  # k(c, x) = k(x, c): K^T in place
         else:
             block[...] = self.kernel(X, self.centres).T
@@ -114,20 +131,23 @@ class Basis:
         return Phi
 
     def with_kernel(self, kernel: Kernel) -> Basis:
-        return Basis(kernel=kernel, centres=self.centres, bias=self.bias, extra=self.extra)
+        return Basis(kernel=kernel, centres=self.centres, bias=self.bias, extra=self.extra,
+                     dictionary=self.dictionary)
 
     def spec(self) -> str:
-        """JSON description (kernel, bias, extra columns); centres are stored as data."""
-        return json.dumps({"kernel": self.kernel.spec(), "bias": self.bias, "extra": self.extra})
+        """JSON description (kernel, bias, extra columns, dictionary); centres are stored as
+        data."""
+        return json.dumps({"kernel": self.kernel.spec(), "bias": self.bias, "extra": self.extra,
+                           "dictionary": self.dictionary})
 
     @staticmethod
     def from_spec(spec: str, centres: np.ndarray) -> Basis:
         d: dict[str, Any] = json.loads(spec)
         return Basis(kernel_from_spec(d["kernel"]), np.asarray(centres, dtype=float),
-                     bool(d["bias"]), tuple(d["extra"]))
+                     bool(d["bias"]), tuple(d["extra"]), bool(d.get("dictionary", False)))
 
 
-def _symmetric(kernel: Kernel) -> bool:
+def symmetric_kernel(kernel: Kernel) -> bool:
     """Kernels with k(x, c) = k(c, x), whose transpose block can be filled in place."""
     return isinstance(kernel, GaussianKernel) or kernel.name in ("log", "linear", "poly",
                                                                  "linear_spline")

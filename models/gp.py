@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .kernels import _sq_distances
+from .kernels import sq_distances
 from .problems import check_inputs, check_targets
 
 __all__ = ["GPRegression", "se_ard_covariance", "gp_model"]
@@ -30,11 +30,11 @@ def se_ard_covariance(X1: np.ndarray, X2: np.ndarray | None, length_scale,
     ls = np.asarray(length_scale, dtype=float)
     Z1 = X1 / ls
     if X2 is None:
-        D = _sq_distances(Z1, Z1)
+        D = sq_distances(Z1, Z1)
         D = 0.5 * (D + D.T)
         np.fill_diagonal(D, 0.0)
     else:
-        D = _sq_distances(Z1, X2 / ls)
+        D = sq_distances(Z1, X2 / ls)
     D *= -0.5
     np.exp(D, out=D)
     D *= signal_sd**2

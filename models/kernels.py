@@ -26,10 +26,11 @@ __all__ = [
     "CallableKernel",
     "as_kernel",
     "kernel_from_spec",
+    "sq_distances",
 ]
 
 
-def _sq_distances(X: np.ndarray, C: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def sq_distances(X: np.ndarray, C: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """||x_n - c_m||^2 for all pairs, built in place in ``out`` (no N x N temporaries) as one
     product ``[x, ||x||^2, 1] [-2c, 1, ||c||^2]^T``: two passes over the result, not five."""
     d = X.shape[1]
@@ -103,7 +104,7 @@ class GaussianKernel(Kernel):
 
     def __call__(self, X, C, out=None):
         scale = np.sqrt(self.eta)
-        D = _sq_distances(X * scale, C * scale, out=out)
+        D = sq_distances(X * scale, C * scale, out=out)
         np.negative(D, out=D)
         return np.exp(D, out=D)
 
@@ -144,7 +145,7 @@ class LogBasis(Kernel):
     name: str = field(default="log", init=False)
 
     def __call__(self, X, C, out=None):
-        D = _sq_distances(X, C, out=out)
+        D = sq_distances(X, C, out=out)
         return np.log1p(D, out=D)
 
     def spec(self):

@@ -14,7 +14,8 @@ from .basis import Basis
 from .kernels import GaussianKernel, Kernel, as_kernel
 from .priors import GammaPrior
 
-__all__ = ["RVMRegression", "RVMClassification", "check_inputs", "check_targets"]
+__all__ = ["RVMRegression", "RVMClassification", "check_inputs", "check_targets",
+           "check_centres", "is_dask"]
 
 
 def check_inputs(X, name: str = "X") -> np.ndarray:
@@ -55,8 +56,52 @@ def check_targets(t, n: int, name: str = "t") -> np.ndarray:
     return arr
 
 
+KMEANS_SEED = 0  # the k-means dictionary is a deterministic function of X and M
+
+
+def check_centres(centres, X: np.ndarray) -> np.ndarray | None:
+    """The basis dictionary: ``None`` (the training inputs: the classic RVM), an int ``M``
+    (``M`` k-means centres of ``X`` by scikit-learn's ``MiniBatchKMeans`` with a fixed seed),
+    or an (M, d) array of centres. Tipping (2001) §2 allows any set of basis functions."""
+    if centres is None:
+        return None
+    n, d = X.shape
+    if isinstance(centres, bool):
+        raise TypeError("centres must be None, an int or an (M, d) array, got a bool")
+    if isinstance(centres, int | np.integer):
+        M = int(centres)
+        if not 1 <= M <= n:
+            raise ValueError(f"centres={M}: the number of k-means centres must be between 1 "
+                             f"and the number of training points ({n})")
+        return kmeans_centres(X, M)
+    C = check_inputs(centres, name="centres")
+    if C.shape[1] != d:
+        raise ValueError(f"centres has {C.shape[1]} features but X has {d}")
+    return C
+
+
+def kmeans_centres(X, M: int) -> np.ndarray:
+    """``M`` cluster centres of ``X`` (MiniBatchKMeans, seed ``KMEANS_SEED``); ``X`` may be a
+    NumPy or a Dask array (Dask: fitted on a random subsample of at most 100 000 rows)."""
+    from sklearn.cluster import MiniBatchKMeans
+
+    if not isinstance(X, np.ndarray):  # dask: a bounded subsample, computed once
+        n = X.shape[0]
+        rows = np.sort(np.random.default_rng(KMEANS_SEED).choice(n, min(n, 100_000),
+                                                                 replace=False))
+        X = np.asarray(X[rows].compute(), dtype=float)
+    if M == X.shape[0]:
+        return np.array(X, dtype=float)
+    km = MiniBatchKMeans(n_clusters=M, random_state=KMEANS_SEED, n_init=3,
+                         batch_size=max(1024, 4 * M))
+    return km.fit(X).cluster_centers_.astype(float)
+
+
 def _common(problem, X) -> np.ndarray:
-    X = check_inputs(X)
+    if is_dask(X):
+        X = check_dask_inputs(X)
+    else:
+        X = check_inputs(X)
     if X.shape[0] < 2:
         raise ValueError(f"X needs at least 2 samples, got {X.shape[0]}")
     kernel = as_kernel(problem.kernel)
@@ -67,8 +112,60 @@ def _common(problem, X) -> np.ndarray:
     object.__setattr__(problem, "extra_columns", tuple(problem.extra_columns))
     if problem.learn_width and not isinstance(kernel, GaussianKernel):
         raise ValueError("learn_width=True needs a GaussianKernel")
-    Basis(kernel, X, problem.bias, problem.extra_columns)  # validates kernel and extra columns
+    if problem.centres is None and is_dask(X):
+        raise ValueError("a Dask array X needs a basis dictionary: pass centres=M (k-means) "
+                         "or an (M, d) array; the classic RVM (a kernel at every training "
+                         "point) holds an N x N design")
+    object.__setattr__(problem, "centres", check_centres(problem.centres, X))
+    problem.basis  # validates kernel and extra columns  # noqa: B018
     return X
+
+
+def is_dask(a) -> bool:
+    """A ``dask.array.Array`` (checked without importing Dask)."""
+    return type(a).__module__.startswith("dask.") and hasattr(a, "chunks")
+
+
+def check_dask_inputs(X):
+    """A Dask ``X`` kept lazy: 2-D, real numeric, known chunk sizes, whole columns per chunk.
+    (Finiteness is checked chunk by chunk when the statistics are computed.)"""
+    if X.ndim == 1:
+        X = X[:, None]
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
+    if X.dtype == object or X.dtype.kind not in "biuf":
+        raise TypeError(f"X must be real numeric, got dtype {X.dtype}")
+    if any(np.isnan(c) for cs in X.chunks for c in cs):
+        raise ValueError("X is a Dask array with unknown chunk sizes; call "
+                         "X.compute_chunk_sizes() (or X.to_dask_array(lengths=True)) first")
+    if len(X.chunks[1]) != 1:
+        X = X.rechunk({1: -1})
+    return X.astype(float)
+
+
+def check_dask_targets(t, X, name: str = "t"):
+    """Dask targets chunked like the rows of ``X``."""
+    if not is_dask(t):
+        raise TypeError(f"X is a Dask array, so {name} must be one too (chunked like X's rows)")
+    if t.ndim == 2 and 1 in t.shape:
+        t = t.reshape(-1)
+    if t.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {t.shape}")
+    if any(np.isnan(c) for c in t.chunks[0]):
+        raise ValueError(f"{name} is a Dask array with unknown chunk sizes; call "
+                         f"{name}.compute_chunk_sizes() first")
+    if t.shape[0] != X.shape[0]:
+        raise ValueError(f"X and {name} have mismatched lengths: {X.shape[0]} and {t.shape[0]}")
+    if t.dtype == object or t.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be real numeric, got dtype {t.dtype}")
+    return t.rechunk((X.chunks[0],)).astype(float)
+
+
+def _basis(problem) -> Basis:
+    if problem.centres is None:
+        return Basis(problem.kernel, problem.X, problem.bias, problem.extra_columns)
+    return Basis(problem.kernel, problem.centres, problem.bias, problem.extra_columns,
+                 dictionary=True)
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,6 +183,10 @@ class RVMRegression:
     prior : :class:`GammaPrior` on ``alpha`` and ``beta``; ``None`` is the method's default
         (Tipping's flat prior for evidence/VRVM, a proper one for sampling).
     learn_width : maximise the evidence over the Gaussian width(s) too (§4.3, App. C).
+    centres : the basis dictionary: ``None`` (a kernel at every training input, the classic
+        RVM), an int ``M`` (``M`` k-means centres, deterministic), or an (M, d) array. With
+        a dictionary every method costs O(M^3) per step, not O(N^3); X and t may then be
+        Dask arrays (the statistics are a map-reduce over their row chunks).
     """
 
     X: np.ndarray
@@ -96,14 +197,18 @@ class RVMRegression:
     noise_sd: float | None = None
     prior: GammaPrior | None = None
     learn_width: bool = False
+    centres: int | np.ndarray | None = None
 
     kind = "regression"
 
     def __post_init__(self) -> None:
         X = _common(self, self.X)
-        t = check_targets(self.t, X.shape[0])
-        if np.ptp(t) == 0:
-            raise ValueError("t is constant: there is nothing to regress")
+        if is_dask(X):
+            t = check_dask_targets(self.t, X)
+        else:
+            t = check_targets(self.t, X.shape[0])
+            if np.ptp(t) == 0:
+                raise ValueError("t is constant: there is nothing to regress")
         object.__setattr__(self, "t", t)
         if self.noise_sd is not None:
             sd = self.noise_sd
@@ -113,7 +218,7 @@ class RVMRegression:
 
     @property
     def basis(self) -> Basis:
-        return Basis(self.kernel, self.X, self.bias, self.extra_columns)
+        return _basis(self)
 
     def design_matrix(self) -> np.ndarray:
         """Phi (n, M), Fortran-ordered."""
@@ -140,12 +245,16 @@ class RVMClassification:
     extra_columns: Sequence[str] = ()
     prior: GammaPrior | None = None
     learn_width: bool = False
+    centres: int | np.ndarray | None = None
     classes: np.ndarray = field(init=False)
     t: np.ndarray = field(init=False)
 
     kind = "classification"
 
     def __post_init__(self) -> None:
+        if is_dask(self.X) or is_dask(self.y):
+            raise TypeError("Dask arrays are taken by RVMRegression; for classification pass "
+                            "NumPy arrays (X.compute()) with a dictionary (centres=M)")
         X = _common(self, self.X)
         y = np.asarray(self.y)
         if y.ndim != 1:
@@ -174,7 +283,7 @@ class RVMClassification:
 
     @property
     def basis(self) -> Basis:
-        return Basis(self.kernel, self.X, self.bias, self.extra_columns)
+        return _basis(self)
 
     def design_matrix(self) -> np.ndarray:
         return self.basis.design(self.X)

@@ -1,19 +1,20 @@
 """The Laplace fast loop's bookkeeping (inference/laplace.py ``_run_fast``): the state is
 moved to each new surrogate in place; the reference is a state built from scratch on that
 surrogate (the core's own construction and exact recomputation, eqs. 24-25 of Tipping &
-Faul 2003)."""
+Faul 2003). The softmax surrogate's per-point blocks are checked against the explicit
+whitened N(K-1) x KM design they replace."""
 
 import numpy as np
 import pytest
 
 from sparsebayes.inference.laplace import (
     _Bernoulli,
-    _Bounded,
     _Likelihood,
     _likelihood,
     _mode,
     _surrogate,
 )
+from sparsebayes.inference.sequential import DenseProducts, Policy, SequentialSparseBayes
 from sparsebayes.models import GaussianKernel, RVMClassification, datasets
 
 
@@ -31,22 +32,67 @@ def _problem(K):
     return Phi, _likelihood(y, K, K > 2)
 
 
+def _state(products, policy=None, **start):
+    return SequentialSparseBayes(products=products, policy=policy or Policy(alpha_min=1e-6),
+                                 refresh_after_step=False, **start)
+
+
+def _whitened(Phi, lik, F):
+    """The explicit whitened design of the softmax surrogate: ``B_n = L_n L_n^T`` (rank K-1),
+    rows ``L_n^T (phi_n x e_k)`` over the pairs (class-major), targets ``L_n^T f_n +
+    L_n^+ (t_n - y_n)``, unit precision (what the block products must reproduce)."""
+    G, B = lik.grad(F), lik.hess(F)
+    lam, V = np.linalg.eigh(B)
+    lam, V = lam[:, 1:], V[:, :, 1:]
+    Lr = V * np.sqrt(lam)[:, None, :]
+    N, M = Phi.shape
+    K = lik.n_out
+    Phi_s = np.einsum("nkr,nm->nrkm", Lr, Phi).reshape(N * (K - 1), K * M)
+    z = np.einsum("nkr,nk->nr", Lr, F) + np.einsum("nkr,nk->nr", V, G) / np.sqrt(lam)
+    return Phi_s, z.reshape(-1)
+
+
+def test_block_products_equal_the_whitened_softmax_design():
+    """Per-point K x K blocks (memory O(NM + NK^2)) give the products of the dense whitened
+    design: ``diag``, ``Phi^T B t_hat``, every column ``Phi^T B phi_p`` (to 1e-10), and the
+    same Laplace-surrogate evidence and actions."""
+    Phi, lik = _problem(3)
+    N, M = Phi.shape
+    F = np.random.default_rng(0).normal(size=(N, 3))
+    block = _surrogate(Phi, lik, F)
+    Phi_s, z = _whitened(Phi, lik, F)
+    dense = DenseProducts(Phi_s, z, np.ones(Phi_s.shape[0]))
+    np.testing.assert_allclose(block.diag(), dense.diag(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(block.PhiBt(), dense.PhiBt(), rtol=1e-10, atol=1e-10)
+    out_b, out_d = np.empty((3 * M, 5)), np.empty((3 * M, 5))
+    idx = [0, 7, M + 3, 2 * M + 1, 3 * M - 1]
+    block.columns(idx, out_b)
+    dense.columns(idx, out_d)
+    np.testing.assert_allclose(out_b, out_d, rtol=1e-10, atol=1e-10)
+    sb, sd = _state(block), _state(dense)
+    for _ in range(15):
+        ab, gb, _ = sb.step(1e-6)
+        ad, gd, _ = sd.step(1e-6)
+        assert ab == ad and gb == pytest.approx(gd, rel=1e-8, abs=1e-10)
+        assert sb.active == sd.active
+    np.testing.assert_allclose(sb.mu, sd.mu, rtol=1e-8, atol=1e-10)
+
+
 @pytest.mark.parametrize("K", [2, 3])
-def test_relinearise_equals_a_state_built_on_the_new_surrogate(K):
+def test_move_to_equals_a_state_built_on_the_new_surrogate(K):
     Phi, lik = _problem(K)
     N, M = Phi.shape
     n_out = lik.n_out
     cand_col = np.tile(np.arange(M), n_out)
     cand_cls = np.repeat(np.arange(n_out), M)
-    state = _Bounded(*_surrogate(Phi, lik, np.zeros((N, n_out))), 0.0, 0.0, alpha_min=1e-6)
+    state = _state(_surrogate(Phi, lik, np.zeros((N, n_out))))
     for _ in range(6):  # a few adds / re-estimates on the first surrogate
         state.step(1e-6)
     act = np.asarray(state.active)
     lap = _mode(Phi[:, cand_col[act]], cand_cls[act], lik, state.alpha, state.mu)
-    Phi_s, z, b = _surrogate(Phi, lik, lap.F)
-    fresh = _Bounded(Phi_s, z, b, 0.0, 0.0, active=list(state.active),
-                     alpha=state.alpha.copy(), alpha_min=1e-6)
-    state.relinearise(Phi_s, z, b)
+    fresh = _state(_surrogate(Phi, lik, lap.F), active=list(state.active),
+                   alpha=state.alpha.copy())
+    state.move_to(_surrogate(Phi, lik, lap.F))
     assert state.active == fresh.active
     for name in ("diag", "PhiBt", "cross", "Sigma", "mu", "S", "Q"):
         np.testing.assert_allclose(getattr(state, name), getattr(fresh, name), rtol=1e-10,
@@ -58,34 +104,36 @@ def test_relinearise_equals_a_state_built_on_the_new_surrogate(K):
 
 
 @pytest.mark.parametrize("K", [2, 3])
-def test_flat_proposals_equal_the_general_proposals(K):
-    """The flat-prior proposals (adds from the excluded candidates, the bases in the model)
-    are the numbers of the general path (``optimal_alpha`` and ``basis_objective`` for every
-    candidate, then the floor, damping and tabu of ``_Bounded``), and give the same action."""
+def test_policy_floor_damping_and_tabu_take_effect(K):
+    """The Laplace safeguards handed to the one algorithm: proposals below the floor go to
+    it, a damped re-estimate moves ``ln alpha`` by ``lam`` of the undamped step, and a tabu
+    candidate is neither added nor deleted; gains stay TF03 eq. 18 at the adjusted alpha."""
+    from sparsebayes.inference.sequential import basis_objective
+
     Phi, lik = _problem(K)
     N = Phi.shape[0]
-    state = _Bounded(*_surrogate(Phi, lik, np.zeros((N, lik.n_out))), 0.0, 0.0,
-                     alpha_min=1e-6)
-    assert state.flat
-    for it in range(40):
-        if it == 3:  # switch the safeguards on: floor, damping, tabu
-            _, gain, cur = state.proposals()
-            adds = np.flatnonzero(np.isfinite(gain) & np.isinf(cur))
-            state.tabu = {state.active[-1], *adds[:3].tolist()}
-            state.alpha_min = float(np.median(state.alpha))
-            state.damp = {i: (0.25, 1.0) for i in state.active[::2]}
-        general, flat = state.proposals(), state._flat_proposals()
-        finite = np.isfinite(general[1])
-        np.testing.assert_array_equal(finite, np.isfinite(flat[1]))
-        for g, f in zip(general, flat, strict=True):
-            np.testing.assert_array_equal(g[finite], f[finite])
-        np.testing.assert_array_equal(general[2], flat[2])
-        if it == 3:
-            assert np.any(general[0][finite] == state.alpha_min)  # a floored proposal
-            assert adds.size and np.all(np.isinf(general[1][adds[:3]]))  # tabu took effect
-        assert state._decide(*general, 1e-6) == state._decide(*flat, 1e-6)
-        if state.step(1e-6)[2]:
-            break
+    products = _surrogate(Phi, lik, np.zeros((N, lik.n_out)))
+    plain = _state(products, Policy())
+    for _ in range(4):
+        plain.step(1e-6)
+    new0, gain0, cur = plain.proposals()
+    adds = np.flatnonzero(np.isfinite(gain0) & np.isinf(cur))
+    in_model = np.flatnonzero(np.isfinite(new0) & np.isfinite(cur))
+    floor = float(np.median(new0[np.isfinite(new0)]))
+    damped = {int(in_model[0]): (0.25, 1.0)}
+    plain.policy = Policy(alpha_min=floor, tabu={int(adds[0])}, damp=damped, damped=True)
+    new, gain, _ = plain.proposals()
+    fin = np.isfinite(new) & np.isinf(cur) & (new0 >= floor)
+    np.testing.assert_array_equal(new[fin], new0[fin])
+    below = np.isfinite(new0) & (new0 < floor) & np.isinf(cur)
+    assert np.all(new[below] == floor)
+    i = int(in_model[0])
+    target = max(new0[i], floor)
+    assert np.log(new[i] / cur[i]) == pytest.approx(0.25 * np.log(target / cur[i]), rel=1e-12)
+    assert gain[adds[0]] == -np.inf
+    s, q = plain.sq()
+    ok = np.isfinite(gain) & np.isinf(cur)
+    np.testing.assert_allclose(gain[ok], basis_objective(new[ok], s[ok], q[ok]), rtol=1e-12)
 
 
 class _GeneralBernoulli(_Bernoulli):

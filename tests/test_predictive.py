@@ -334,7 +334,7 @@ def boston_losses():
     (start-sensitive) width optimisation does not depend on the thread count.
     """
     from sparsebayes.inference import metrics
-    from sparsebayes.inference.predictive import one_blas_thread
+    from sparsebayes.inference.numerics import one_blas_thread
     from sparsebayes.models import GPRegression
 
     rows = []

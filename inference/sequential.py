@@ -1,0 +1,624 @@
+"""Tipping & Faul's (2003) fast sequential type-II ML algorithm: ONE add / re-estimate /
+delete rule, used by regression (on the design or on its sufficient statistics) and by the
+Laplace surrogate of classification (binary and softmax), whose safeguards are a
+:class:`Policy` handed to it.
+
+The algorithm needs the data only through products with the per-point precisions ``B``:
+``Phi^T B t``, ``phi_m^T B phi_m`` and ``Phi^T B phi_i`` for a basis ``i`` entering the
+model. Three :class:`Products` supply them:
+
+* :class:`DenseProducts` — a design ``Phi`` (N, M) in memory, diagonal ``B``;
+* :class:`GramProducts` — regression's sufficient statistics ``G = Phi^T Phi``, ``Phi^T t``,
+  ``t^T t``, ``N`` (``B = beta I``): O(M^2) memory whatever N;
+* :class:`BlockProducts` — the softmax surrogate, one K x K precision block per point
+  (T01 eq. 28; ``B_n = diag(y_n) - y_n y_n^T``), over the (basis, class) pairs, without the
+  N(K-1) x KM whitened design.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import linalg
+
+from .numerics import LOG_2PI, cholesky
+
+__all__ = [
+    "SequentialSparseBayes",
+    "Policy",
+    "DenseProducts",
+    "GramProducts",
+    "BlockProducts",
+    "basis_objective",
+    "optimal_alpha",
+]
+
+ALIGNMENT_MAX = 1 - 1e-9  # candidates this collinear with a basis in the model are skipped
+EXACT_BUDGET = 2e5  # recompute S, Q exactly every step while M * M_t^2 is below this
+RECOMPUTE_EVERY = 50  # otherwise rank-one updates (TF03 App. A), rebuilt this often
+DAMP_MIN = 1.0 / 64  # smallest damping factor of a re-estimate's log step
+
+
+# --------------------------------------------------------------------------------------------
+# The decision rule for one basis (TF03 eqs. 18-21, T01 App. A hyperpriors)
+# --------------------------------------------------------------------------------------------
+
+
+def basis_objective(alpha, s, q, a: float = 0.0, b=0.0):
+    """Contribution of one basis to the objective (TF03 eq. 18) plus its hyperprior on
+    ``ln alpha`` (T01 App. A): ``l(alpha) + a ln alpha - b alpha``.
+
+    ``l(inf) = 0``: an excluded basis contributes nothing (its prior is not counted either).
+    """
+    alpha, s, q, b = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (alpha, s, q, b)))
+    out = np.zeros(alpha.shape)
+    f = np.isfinite(alpha)
+    af, sf = alpha[f], s[f]
+    out[f] = 0.5 * (np.log(af / (af + sf)) + q[f] ** 2 / (af + sf)) + a * np.log(af) - b[f] * af
+    return out
+
+
+def optimal_alpha(s: np.ndarray, q: np.ndarray, a: float = 0.0, b=0.0) -> np.ndarray:
+    """Maximiser of :func:`basis_objective` over ``alpha`` (``inf``: exclude the basis).
+
+    Flat prior: TF03 eqs. (20)-(21), ``alpha = s^2 / (q^2 - s)`` if ``q^2 > s``. With a Gamma
+    prior the stationary points solve ``-2b x^3 + (2a - 4bs) x^2 + (s - q^2 + 4as - 2bs^2) x
+    + (1 + 2a) s^2 = 0``; the best positive root is taken if it beats exclusion.
+    """
+    s = np.asarray(s, dtype=float)
+    q = np.asarray(q, dtype=float)
+    b = np.broadcast_to(np.asarray(b, dtype=float), s.shape)
+    theta = q**2 - s
+    if a == 0 and not b.any():
+        with np.errstate(divide="ignore"):
+            return np.where(theta > 0, s**2 / np.where(theta > 0, theta, 1.0), np.inf)
+    coef = np.stack(
+        [
+            -2 * b,
+            2 * a - 4 * b * s,
+            s - q**2 + 4 * a * s - 2 * b * s**2,
+            (1 + 2 * a) * s**2,
+        ],
+        axis=-1,
+    )
+    if not b.any():  # b = 0, a > 0: a quadratic
+        A, B, C = coef[:, 1], coef[:, 2], coef[:, 3]
+        disc = B**2 - 4 * A * C
+        with np.errstate(invalid="ignore"):
+            root = np.where(disc >= 0, (-B - np.sqrt(np.clip(disc, 0, None))) / (2 * A), np.nan)
+        roots = root[:, None]
+    else:
+        comp = np.zeros((s.size, 3, 3))
+        comp[:, 0, :] = -coef[:, 1:] / coef[:, :1]
+        comp[:, 1, 0] = comp[:, 2, 1] = 1.0
+        eig = np.linalg.eigvals(comp)
+        roots = np.where((np.abs(eig.imag) <= 1e-9 * np.abs(eig.real)) & (eig.real > 0),
+                         eig.real, np.nan)
+    roots = np.where(roots > 0, roots, np.nan)
+    vals = basis_objective(np.where(np.isnan(roots), 1.0, roots), s[:, None], q[:, None], a,
+                           b[:, None])
+    vals = np.where(np.isnan(roots), -np.inf, vals)
+    best = np.argmax(vals, axis=1)
+    alpha = roots[np.arange(s.size), best]
+    keep = vals[np.arange(s.size), best] > 0
+    return np.where(keep & np.isfinite(alpha), alpha, np.inf)
+
+
+@dataclass
+class Policy:
+    """Safeguards a caller hands to the algorithm (the Laplace loop's; the default is none):
+
+    * ``alpha >= alpha_min``: proposals below the floor go to the floor (so a basis at the
+      floor is converged), which bounds the weights on separable data;
+    * candidates in ``tabu`` may not be added or deleted (they may be re-estimated);
+    * damped re-estimates: the log step of a basis whose last re-estimate went the other
+      way is scaled by ``lam`` in ``damp`` (halved at every reversal, doubled back towards 1
+      otherwise, at least ``DAMP_MIN``)."""
+
+    alpha_min: float = 0.0
+    tabu: set = field(default_factory=set)
+    damp: dict = field(default_factory=dict)  # basis -> (lam, sign of its last log step)
+    damped: bool = False
+
+    def adjust(self, idx: np.ndarray, new: np.ndarray, cur: np.ndarray) -> np.ndarray:
+        """The proposed alphas of candidates ``idx`` after the floor and the damping."""
+        new = np.where(np.isfinite(new) & (new < self.alpha_min), self.alpha_min, new)
+        for j, i in enumerate(idx):
+            lam = self.damp.get(int(i), (1.0, 0.0))[0]
+            if lam < 1 and np.isfinite(new[j]) and np.isfinite(cur[j]):
+                new[j] = cur[j] * (new[j] / cur[j]) ** lam
+        return new
+
+    def forbid(self, new: np.ndarray, gain: np.ndarray, cur: np.ndarray) -> None:
+        """No add or delete of a tabu candidate (in place on ``gain``)."""
+        if self.tabu:
+            idx = np.fromiter(self.tabu, dtype=int)
+            switch = np.isfinite(new[idx]) != np.isfinite(cur[idx])
+            gain[idx[switch]] = -np.inf
+
+    def reestimated(self, i: int, old: float, new: float) -> None:
+        """Record the direction of a re-estimate of basis ``i`` (damped policies only)."""
+        if not self.damped:
+            return
+        direction = np.sign(np.log(new / old))
+        lam, last = self.damp.get(i, (1.0, 0.0))
+        lam = max(lam / 2, DAMP_MIN) if direction == -last else min(1.0, 2 * lam)
+        self.damp[i] = (lam, direction)
+
+
+# --------------------------------------------------------------------------------------------
+# What the algorithm needs of the data: products with the per-point precisions B
+# --------------------------------------------------------------------------------------------
+
+
+class DenseProducts:
+    """A design ``Phi`` (N, M), targets ``t`` and diagonal precisions ``b`` (N,).
+
+    ``symmetric_block = (lo, hi)`` declares the square block ``Phi[lo:hi, lo:hi]`` symmetric
+    with ``hi - lo = N`` (kernel columns centred on the training inputs, ``k(x, c) =
+    k(c, x)``): products ``Phi^T v`` then read only its lower triangle (BLAS ``symv``), half
+    the memory traffic of the one pass over ``Phi`` that each add needs. ``Phi2`` (``Phi**2``,
+    optional) makes ``diag`` one product with ``b``."""
+
+    def __init__(self, Phi: np.ndarray, t: np.ndarray, b: np.ndarray,
+                 symmetric_block: tuple[int, int] | None = None, diag: np.ndarray | None = None,
+                 Phi2: np.ndarray | None = None) -> None:
+        self.Phi, self.t = Phi, t
+        self.b = np.asarray(b, dtype=float)
+        self.n = Phi.shape[0]
+        self.symmetric_block = symmetric_block
+        if symmetric_block is not None:
+            lo, hi = symmetric_block
+            K = Phi[:, lo:hi]
+            if (hi - lo != Phi.shape[0] or not K.flags.f_contiguous
+                    or not np.allclose(K[0], K[:, 0], rtol=1e-6, atol=1e-12)):
+                raise ValueError("symmetric_block must be a symmetric, Fortran-ordered N x N "
+                                 "block of Phi")
+        if diag is not None:
+            self._diag = np.array(diag, dtype=float)
+        elif Phi2 is not None:
+            self._diag = self.b @ Phi2
+        else:
+            self._diag = np.einsum("nm,nm,n->m", Phi, Phi, self.b)
+
+    def T_dot(self, v: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``Phi^T v``: one pass over ``Phi`` (half of the symmetric block, if declared)."""
+        if out is None:
+            out = np.empty(self.Phi.shape[1])
+        if self.symmetric_block is None:
+            return np.matmul(self.Phi.T, v, out=out)
+        lo, hi = self.symmetric_block
+        out[:lo] = self.Phi[:, :lo].T @ v
+        out[hi:] = self.Phi[:, hi:].T @ v
+        out[lo:hi] = linalg.blas.dsymv(1.0, self.Phi[:, lo:hi], v, lower=1)
+        return out
+
+    def diag(self) -> np.ndarray:
+        """``phi_m^T B phi_m`` for every candidate."""
+        return self._diag.copy()
+
+    def PhiBt(self) -> np.ndarray:
+        return self.T_dot(self.b * self.t)
+
+    def column(self, i: int, out: np.ndarray) -> np.ndarray:
+        """``Phi^T B phi_i`` into ``out``."""
+        return self.T_dot(self.b * self.Phi[:, i], out=out)
+
+    def columns(self, idx, out: np.ndarray) -> None:
+        """``Phi^T B Phi[:, idx]`` into ``out`` (M, len(idx))."""
+        if self.symmetric_block is None:
+            out[...] = self.Phi.T @ (self.b[:, None] * self.Phi[:, idx])
+        else:
+            for k, i in enumerate(idx):
+                self.column(i, out[:, k])
+
+    def rss(self, act, mu: np.ndarray) -> float:
+        """``||t - Phi_act mu||^2``."""
+        r = self.t - self.Phi[:, act] @ mu
+        return float(r @ r)
+
+    def weighted_rss(self, act, mu: np.ndarray) -> float:
+        r = self.t - self.Phi[:, act] @ mu
+        return float(r @ (self.b * r))
+
+    def logdet_b(self) -> float:
+        return float(np.sum(np.log(self.b)))
+
+    def rescale(self, factor: float) -> None:
+        self.b = self.b * factor
+        self._diag = self._diag * factor
+
+
+class GramProducts:
+    """Regression's sufficient statistics (``B = beta I``): ``G = Phi^T Phi`` (M, M),
+    ``Phit = Phi^T t``, ``tt = t^T t`` and ``n``; see
+    :func:`sparsebayes.inference.statistics.gram_statistics`. O(M^2) memory, whatever N."""
+
+    def __init__(self, G: np.ndarray, Phit: np.ndarray, tt: float, n: int, beta: float) -> None:
+        self.G, self.Phit, self.tt, self.n = G, Phit, float(tt), int(n)
+        self.beta = float(beta)
+
+    def diag(self) -> np.ndarray:
+        return self.beta * np.diag(self.G)
+
+    def PhiBt(self) -> np.ndarray:
+        return self.beta * self.Phit
+
+    def column(self, i: int, out: np.ndarray) -> np.ndarray:
+        np.multiply(self.G[:, i], self.beta, out=out)
+        return out
+
+    def columns(self, idx, out: np.ndarray) -> None:
+        out[...] = self.beta * self.G[:, idx]
+
+    def rss(self, act, mu: np.ndarray) -> float:
+        """``tt - 2 mu^T Phi_act^T t + mu^T G_act mu`` (>= 0)."""
+        act = np.asarray(act)
+        return max(float(self.tt - 2 * mu @ self.Phit[act]
+                         + mu @ self.G[np.ix_(act, act)] @ mu), 0.0)
+
+    def weighted_rss(self, act, mu: np.ndarray) -> float:
+        return self.beta * self.rss(act, mu)
+
+    def logdet_b(self) -> float:
+        return self.n * np.log(self.beta)
+
+    def rescale(self, factor: float) -> None:
+        self.beta *= factor
+
+
+class BlockProducts:
+    """The softmax Laplace surrogate (T01 eq. 28; TF03 §2.2 with a block ``B``): per point a
+    K x K precision ``B_n = diag(y_n) - y_n y_n^T`` (rank K-1) and linearised targets
+    ``t_hat_n = f_n + B_n^+ (t_n - y_n)``, over the candidate pairs ``p = k M + m`` (basis
+    column ``m`` of ``Phi`` (N, M) for class ``k``). Only ``Phi`` and ``B`` are held:
+    memory O(NM + NK^2), not the N(K-1) x KM whitened design.
+
+    ``Phi^T B t_hat`` needs no pseudo-inverse: ``B_n B_n^+ (t_n - y_n) = t_n - y_n`` since
+    ``t_n - y_n`` sums to zero (is orthogonal to the null vector of ``B_n``)."""
+
+    def __init__(self, Phi: np.ndarray, B: np.ndarray, F: np.ndarray, G: np.ndarray,
+                 Phi2: np.ndarray | None = None) -> None:
+        self.Phi, self.B, self.F, self.Gr = Phi, B, F, G
+        self.n, self.M = Phi.shape
+        self.K = B.shape[1]
+        self.Phi2 = Phi * Phi if Phi2 is None else Phi2
+
+    def diag(self) -> np.ndarray:
+        Bkk = np.einsum("nkk->nk", self.B)
+        return (self.Phi2.T @ Bkk).T.ravel()
+
+    def PhiBt(self) -> np.ndarray:
+        V = np.einsum("nkl,nl->nk", self.B, self.F) + self.Gr
+        return (self.Phi.T @ V).T.ravel()
+
+    def column(self, p: int, out: np.ndarray) -> np.ndarray:
+        m, cls = p % self.M, p // self.M
+        V = self.B[:, :, cls] * self.Phi[:, m][:, None]  # (N, K): B_n e_cls phi_m(x_n)
+        out[...] = (self.Phi.T @ V).T.ravel()
+        return out
+
+    def columns(self, idx, out: np.ndarray) -> None:
+        for k, p in enumerate(idx):
+            self.column(p, out[:, k])
+
+    def rss(self, act, mu):  # pragma: no cover - regression only
+        raise NotImplementedError("the softmax surrogate has no noise to re-estimate")
+
+    weighted_rss = rss
+
+    def logdet_b(self):  # pragma: no cover - B_n is singular
+        raise NotImplementedError("the softmax precision blocks are singular")
+
+    def rescale(self, factor):  # pragma: no cover
+        raise NotImplementedError
+
+
+# --------------------------------------------------------------------------------------------
+# The sequential algorithm (Tipping & Faul 2003)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SequentialSparseBayes:
+    """State of Tipping & Faul's algorithm on ``products`` (a :class:`DenseProducts`,
+    :class:`GramProducts` or :class:`BlockProducts`; or, for a design, ``Phi``, ``t``,
+    ``b`` and optionally ``symmetric_block`` and ``diag`` to build a :class:`DenseProducts`).
+
+    Maintains for every candidate ``m`` the factors ``S_m``, ``Q_m`` (TF03 eq. 22, computed
+    by eqs. 24-25) and for the bases in the model ``alpha``, ``Sigma``, ``mu`` (T01 eq. 6),
+    with the rank-one updates of TF03 App. A for add / re-estimate / delete. ``cross =
+    Phi^T B Phi_in`` (M, M_t) is a view of a preallocated Fortran buffer, so an add writes
+    one column. ``policy`` holds the caller's safeguards (:class:`Policy`).
+
+    ``refresh_after_step``: rebuild ``S``, ``Q`` exactly after a step when the rank-one
+    updates may have drifted (a caller that moves the state to a new surrogate after every
+    step anyway, like the Laplace loop, turns it off).
+    """
+
+    Phi: np.ndarray | None = None
+    t: np.ndarray | None = None
+    b: np.ndarray | None = None
+    a_prior: float = 0.0
+    b_prior: float | np.ndarray = 0.0
+    active: list[int] = field(default_factory=list)
+    alpha: np.ndarray = field(default_factory=lambda: np.empty(0))
+    diag: np.ndarray | None = field(default=None, repr=False)  # phi_m^T B phi_m, if known
+    symmetric_block: tuple[int, int] | None = None
+    products: object | None = field(default=None, repr=False)
+    policy: Policy = field(default_factory=Policy)
+    refresh_after_step: bool = True
+
+    def __post_init__(self) -> None:
+        if self.products is None:
+            self.products = DenseProducts(self.Phi, self.t, self.b, self.symmetric_block,
+                                          self.diag)
+        self.diag = self.products.diag()
+        self.PhiBt = self.products.PhiBt()
+        if not self.active:
+            self._initialise()
+        self.active = [int(i) for i in self.active]
+        self.alpha = np.array(self.alpha, dtype=float)
+        self.flat = self.a_prior == 0 and not np.any(self.b_prior)
+        M, Mt = self.diag.size, len(self.active)
+        self._b_prior = np.broadcast_to(np.asarray(self.b_prior, dtype=float), (M,))
+        self._buf = np.empty((M, max(2 * Mt, 16)), order="F")
+        self.products.columns(self.active, self._buf[:, :Mt])
+        self.cross = self._buf[:, :Mt]
+        self.excluded = np.ones(M, dtype=bool)  # candidates not in the model
+        self.excluded[self.active] = False
+        self.aligned: dict[int, int] = {}
+        self.recompute()
+
+    def _initialise(self) -> None:
+        """Start from the single basis with the largest projection (TF03 §4, eq. 26)."""
+        proj = self.PhiBt**2 / np.where(self.diag > 0, self.diag, np.inf)
+        i = int(np.argmax(proj))
+        # eq. (26) = (20) for the empty model, where S_i = diag_i and Q_i = PhiBt_i
+        theta = self.PhiBt[i] ** 2 - self.diag[i]
+        alpha = self.diag[i] ** 2 / theta if theta > 0 else self.diag[i] * 1e3
+        self.active = [i]
+        self.alpha = np.array([alpha])
+
+    def move_to(self, products) -> None:
+        """Move the state to new data products (a new Laplace surrogate) keeping the model
+        (``active``, ``alpha``), the skipped duplicates and the policy: what a state built on
+        them would hold, then the exact :meth:`recompute`."""
+        self.products = products
+        self.diag = products.diag()
+        self.PhiBt = products.PhiBt()
+        Mt = len(self.active)
+        products.columns(self.active, self._buf[:, :Mt])
+        self.cross = self._buf[:, :Mt]
+        self.recompute()
+
+    # ---- exact recomputation -------------------------------------------------------------
+    def recompute(self) -> None:
+        """Sigma, mu, S, Q from scratch (TF03 eqs. 24-25, T01 eq. 6) through the Cholesky
+        factor L of ``H = A + Phi_in^T B Phi_in``: ``S_m = diag_m - ||L^-1 c_m||^2`` with
+        ``c_m`` the row of ``cross`` — a sum of squares, far more accurate than
+        ``c_m^T Sigma c_m`` when H is ill-conditioned."""
+        act = np.asarray(self.active)
+        H = self.cross[act, :]
+        H = 0.5 * (H + H.T)
+        H.flat[:: act.size + 1] += self.alpha
+        L = cholesky(H)  # lower, upper triangle zero
+        ZT = linalg.blas.dtrsm(1.0, L, self.cross, side=1, lower=1, trans_a=1)  # cross L^-T
+        y = linalg.lapack.dtrtrs(L, self.PhiBt[act], lower=1)[0]
+        self.mu = linalg.lapack.dtrtrs(L, y, lower=1, trans=1)[0]
+        Linv, info = linalg.lapack.dtrtri(L, lower=1)  # keeps the zero upper triangle
+        if info != 0:
+            raise linalg.LinAlgError("singular Cholesky factor of the posterior precision")
+        self.Sigma = Linv.T @ Linv
+        self.S = self.diag - np.einsum("ij,ij->i", ZT, ZT)
+        self.Q = self.PhiBt - ZT @ y
+        self.steps_since_recompute = 0
+
+    def rescale(self, factor: float) -> None:
+        """Multiply every precision in ``B`` by ``factor`` (a noise update in regression)."""
+        self.products.rescale(factor)
+        self.diag *= factor
+        self.PhiBt *= factor
+        self.cross *= factor
+        self.recompute()
+
+    # ---- the decision rule ---------------------------------------------------------------
+    def sq(self) -> tuple[np.ndarray, np.ndarray]:
+        """``s_m``, ``q_m`` (TF03 eq. 23). For a basis in the model, ``S_j = alpha_j gamma_j``
+        and ``Q_j = alpha_j mu_j`` (from ``Phi^T C^-1 Phi = A - A Sigma A``), so eq. (23)
+        becomes ``s_j = 1 / Sigma_jj - alpha_j`` and ``q_j = mu_j / Sigma_jj``: no
+        cancellation between the nearly equal ``alpha_j`` and ``S_j`` of a well-determined
+        weight."""
+        s, q = self.S.copy(), self.Q.copy()
+        act = np.asarray(self.active)
+        d = np.diag(self.Sigma)
+        s[act] = 1.0 / d - self.alpha
+        q[act] = self.mu / d
+        return s, q
+
+    def proposals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For every candidate: its proposed alpha (TF03 eqs. 20-21, or the Gamma-prior
+        optimum of :func:`optimal_alpha`; then the policy's floor and damping), the gain
+        ``Delta L`` of moving to it (add, re-estimate or delete; TF03 eq. 18 and App. A) and
+        the current alpha (inf if excluded). Only the candidates that can move are
+        evaluated: with the flat prior an excluded candidate needs ``Q^2 > S``."""
+        S, Q = self.S, self.Q
+        M = S.size
+        new = np.full(M, np.inf)
+        gain = np.full(M, -np.inf)
+        cur = np.full(M, np.inf)
+        act = np.asarray(self.active)
+        cur[act] = self.alpha
+        # S_m <= 0 (exactly > 0 in theory): phi_m lies numerically in the span of the model
+        addable = self.excluded & (S > 1e-12 * self.diag)
+        if self.flat:
+            addable &= Q * Q > S
+        cand = np.flatnonzero(addable)
+        d = np.diag(self.Sigma)
+        idx = np.concatenate([cand, act])
+        s = np.concatenate([S[cand], 1.0 / d - self.alpha])
+        q = np.concatenate([Q[cand], self.mu / d])
+        b = self._b_prior[idx]
+        prop = self.policy.adjust(idx, optimal_alpha(s, q, self.a_prior, b), cur[idx])
+        g = (basis_objective(prop, s, q, self.a_prior, b)
+             - basis_objective(cur[idx], s, q, self.a_prior, b))
+        g[np.isinf(prop) & np.isinf(cur[idx])] = -np.inf  # nothing to do
+        new[idx], gain[idx] = prop, g
+        if self.aligned:
+            gain[list(self.aligned)] = -np.inf
+        if act.size == 1 and np.isinf(new[act[0]]):  # never empty the model
+            gain[act[0]] = -np.inf
+        self.policy.forbid(new, gain, cur)
+        return new, gain, cur
+
+    @staticmethod
+    def decide(new: np.ndarray, gain: np.ndarray, cur: np.ndarray, tol: float
+               ) -> tuple[int, float, float] | None:
+        """The action with the largest gain: (candidate, its new alpha, gain), or None when
+        converged: no add or delete pending and every re-estimate changes ``ln alpha`` by
+        less than ``tol`` (TF03 §4.4)."""
+        in_model = np.isfinite(cur)
+        pending = (np.isfinite(new) != in_model) & np.isfinite(gain)  # an add or a delete
+        reest = in_model & np.isfinite(new)
+        dlog = np.abs(np.log(new[reest] / cur[reest]))
+        small = dlog.size == 0 or dlog.max() < tol
+        if not pending.any() and small:
+            return None
+        i = int(np.argmax(gain))
+        if not np.isfinite(gain[i]) or gain[i] <= 0:
+            return None
+        return i, float(new[i]), float(gain[i])
+
+    # ---- TF03 App. A rank-one updates ----------------------------------------------------
+    def add(self, i: int, alpha_i: float) -> None:
+        """A.2: add basis ``i`` with precision ``alpha_i``."""
+        Mt = len(self.active)
+        if Mt == self._buf.shape[1]:  # grow the buffer of cross
+            buf = np.empty((self._buf.shape[0], 2 * Mt), order="F")
+            buf[:, :Mt] = self.cross
+            self._buf = buf
+        c = self.products.column(i, self._buf[:, Mt])  # Phi^T B phi_i
+        act = np.asarray(self.active)
+        u = self.Sigma @ c[act]
+        sii = 1.0 / (alpha_i + self.S[i])
+        mui = sii * self.Q[i]
+        z = c - self.cross @ u  # phi_m^T B e_i
+        Sigma = np.empty((Mt + 1, Mt + 1))
+        Sigma[:Mt, :Mt] = self.Sigma + sii * np.outer(u, u)
+        Sigma[:Mt, Mt] = Sigma[Mt, :Mt] = -sii * u
+        Sigma[Mt, Mt] = sii
+        self.Sigma = Sigma
+        self.mu = np.append(self.mu - mui * u, mui)
+        self.S -= sii * z**2
+        self.Q -= mui * z
+        self.cross = self._buf[:, : Mt + 1]
+        self.active.append(int(i))
+        self.excluded[i] = False
+        self.alpha = np.append(self.alpha, alpha_i)
+
+    def reestimate(self, i: int, alpha_new: float) -> None:
+        """A.3: change the precision of basis ``i`` (in the model)."""
+        j = self.active.index(i)
+        self.policy.reestimated(i, self.alpha[j], alpha_new)
+        delta = 1.0 / (alpha_new - self.alpha[j])
+        kappa = 1.0 / (self.Sigma[j, j] + delta)
+        Sj = self.Sigma[:, j].copy()
+        muj = self.mu[j]
+        v = self.cross @ Sj
+        self.Sigma -= kappa * np.outer(Sj, Sj)
+        self.mu -= kappa * muj * Sj
+        self.Q += (kappa * muj) * v
+        v *= v
+        v *= kappa
+        self.S += v
+        self.alpha[j] = alpha_new
+
+    def delete(self, i: int) -> None:
+        """A.4: remove basis ``i`` (alpha -> inf)."""
+        j = self.active.index(i)
+        Sj = self.Sigma[:, j].copy()
+        sjj, muj = Sj[j], self.mu[j]
+        v = self.cross @ Sj
+        self.Sigma -= np.outer(Sj, Sj) / sjj
+        self.mu -= (muj / sjj) * Sj
+        self.Q += (muj / sjj) * v
+        v *= v
+        v /= sjj
+        self.S += v
+        keep = np.arange(len(self.active)) != j
+        self.Sigma = self.Sigma[np.ix_(keep, keep)]
+        self.mu = self.mu[keep]
+        Mt = len(self.active)
+        self._buf[:, j : Mt - 1] = self._buf[:, j + 1 : Mt]
+        self.cross = self._buf[:, : Mt - 1]
+        self.alpha = self.alpha[keep]
+        del self.active[j]
+        self.excluded[i] = True
+        self.aligned = {k: p for k, p in self.aligned.items() if p != i}
+
+    def n_degenerate(self) -> int:
+        """Candidates skipped as duplicates: aligned, or numerically in the model's span."""
+        out = np.ones(self.S.size, bool)
+        out[self.active] = False
+        return len(self.aligned) + int(np.sum(out & (self.S <= 1e-12 * self.diag)))
+
+    def is_aligned(self, i: int) -> int | None:
+        """An in-model basis that candidate ``i`` nearly duplicates (TF03's alignment test);
+        ``phi_i^T B phi_j`` is row ``i`` of ``cross``."""
+        act = np.asarray(self.active)
+        cos = self.cross[i] / np.sqrt(np.maximum(self.diag[i] * self.diag[act], 1e-300))
+        j = int(np.argmax(cos))
+        return int(act[j]) if cos[j] > ALIGNMENT_MAX else None
+
+    # ---- one step ------------------------------------------------------------------------
+    def step(self, tol: float = 1e-6) -> tuple[str, float, bool]:
+        """Take the action with the largest gain. Returns (action, gain, converged) where
+        converged means: no basis to add or delete and every re-estimate changes
+        ``ln alpha`` by less than ``tol`` (TF03 §4.4)."""
+        choice = self.decide(*self.proposals(), tol)
+        if choice is None:
+            return "none", 0.0, True
+        i, new_i, gain_i = choice
+        if self.excluded[i]:
+            partner = self.is_aligned(i)
+            if partner is not None:
+                self.aligned[i] = partner
+                return "skip", 0.0, False
+            self.add(i, new_i)
+            action = "add"
+        elif np.isinf(new_i):
+            self.delete(i)
+            action = "delete"
+        else:
+            self.reestimate(i, new_i)
+            action = "reestimate"
+        self.steps_since_recompute += 1
+        if not self.refresh_after_step:
+            return action, gain_i, False
+        cheap = self.S.size * len(self.active) ** 2 <= EXACT_BUDGET
+        trouble = not (np.min(np.diag(self.Sigma)) > 0 and np.min(self.S) >= 0
+                       and np.isfinite(np.sum(self.S)))
+        if cheap or trouble or self.steps_since_recompute >= RECOMPUTE_EVERY:
+            self.recompute()  # rank-one drift: rebuild from scratch
+        return action, gain_i, False
+
+    def log_evidence(self) -> float:
+        """ln N(t | 0, B^-1 + Phi A^-1 Phi^T) at the current state (T01 eqs. 36-41 with B)."""
+        p = self.products
+        return 0.5 * (
+            p.logdet_b()
+            + np.sum(np.log(self.alpha))
+            + np.linalg.slogdet(self.Sigma)[1]
+            - p.weighted_rss(self.active, self.mu)
+            - self.mu @ (self.alpha * self.mu)
+            - p.n * LOG_2PI
+        )
+
+    def rss(self) -> float:
+        """``||t - Phi_in mu||^2`` (regression's noise update)."""
+        return self.products.rss(self.active, self.mu)
+
+    def gamma(self) -> np.ndarray:
+        """Well-determinedness ``gamma_i = 1 - alpha_i Sigma_ii`` (T01 eq. 17)."""
+        return 1.0 - self.alpha * np.diag(self.Sigma)
