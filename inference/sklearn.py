@@ -276,8 +276,10 @@ class _RVMBase(BaseEstimator):
     """Parameters shared by :class:`RVR` and :class:`RVC`."""
 
     def __init__(self, kernel="rbf", width=None, *, degree=3, coef0=1.0, bias=True,
-                 prior=None, posterior="evidence", fit_options=None, random_state=None):
+                 prior=None, posterior="evidence", fit_options=None, random_state=None,
+                 centres=None):
         self.kernel = kernel
+        self.centres = centres
         self.width = width
         self.degree = degree
         self.coef0 = coef0
@@ -327,6 +329,10 @@ _PARAMS_DOC = """
         variational RVM, ADVI or NUTS.
     fit_options : dict or None, default=None
         Extra keyword arguments of the method (e.g. ``max_iter``, ``draws``, ``chains``).
+    centres : None, int or array of shape (n_centres, n_features), default=None
+        The basis dictionary: ``None`` centres a kernel on every training input (the
+        classic RVM); an int ``M`` uses ``M`` k-means centres of the training inputs (cost
+        O(M^3) per step instead of O(N^3): use it for large data sets); an array its rows.
     random_state : int, RandomState or None, default=None
         Seed of the posterior draws and samplers.
 """
@@ -384,10 +390,10 @@ class RVR(RegressorMixin, _RVMBase):
 
     def __init__(self, kernel="rbf", width=None, *, degree=3, coef0=1.0, bias=True,
                  noise_sd=None, prior=None, posterior="evidence", fit_options=None,
-                 random_state=None):
+                 random_state=None, centres=None):
         super().__init__(kernel, width, degree=degree, coef0=coef0, bias=bias, prior=prior,
                          posterior=posterior, fit_options=fit_options,
-                         random_state=random_state)
+                         random_state=random_state, centres=centres)
         self.noise_sd = noise_sd
 
     def fit(self, X, y) -> RVR:
@@ -400,7 +406,7 @@ class RVR(RegressorMixin, _RVMBase):
 
         def problem(kernel, learn):
             return RVMRegression(X, y, kernel=kernel, bias=self.bias, noise_sd=self.noise_sd,
-                                 prior=self.prior, learn_width=learn)
+                                 prior=self.prior, learn_width=learn, centres=self.centres)
 
         post = _fit_posterior(self, problem, X)
         _set_fitted(self, post, X)
@@ -449,7 +455,7 @@ class RVC(ClassifierMixin, _RVMBase):
 
         def problem(kernel, learn):
             return RVMClassification(X, codes, kernel=kernel, bias=self.bias, prior=self.prior,
-                                     learn_width=learn)
+                                     learn_width=learn, centres=self.centres)
 
         post = _fit_posterior(self, problem, X)
         _set_fitted(self, post, X)

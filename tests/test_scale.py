@@ -1,0 +1,200 @@
+"""Basis dictionaries (``centres=``), chunked and Dask sufficient statistics, the memory guard:
+each against an independent reference (the dense design, the classic RVM, NumPy)."""
+
+import numpy as np
+import pytest
+
+from sparsebayes.inference import fit, predict
+from sparsebayes.inference import statistics as st
+from sparsebayes.inference.numerics import gram_log_evidence, log_evidence
+from sparsebayes.inference.sequential import GramProducts, SequentialSparseBayes
+from sparsebayes.models import (
+    Basis,
+    CallableKernel,
+    GaussianKernel,
+    LinearKernel,
+    LinearSplineKernel,
+    LogBasis,
+    PolynomialKernel,
+    RVMClassification,
+    RVMRegression,
+    datasets,
+)
+
+
+def _data(n=300, d=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-5, 5, (n, d))
+    t = np.sinc(np.linalg.norm(X, axis=1) / np.pi) + 0.1 * rng.standard_normal(n)
+    return X, t
+
+
+KERNELS = {
+    "gauss": (GaussianKernel(2.0), ()),
+    "ard": (GaussianKernel([1.5, 3.0]), ("linear",)),
+    "spline": (LinearSplineKernel(), ()),
+    "poly": (PolynomialKernel(degree=2), ("quadratic",)),
+    "linear": (LinearKernel(), ()),
+    "log": (LogBasis(), ()),
+    "callable": (CallableKernel(lambda X, C: np.tanh(X @ C.T)), ()),
+}
+
+
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_chunked_statistics_equal_the_dense_ones(name):
+    """G = Phi^T Phi, Phi^T t, t^T t, sum t in row chunks of 37 (the last one short) equal
+    the products of the whole design to 1e-10, for every kernel and extra column."""
+    X, t = _data(211, 2 if name != "spline" else 1)
+    if name == "log":
+        X = np.abs(X) + 0.1
+    kernel, extra = KERNELS[name]
+    C = X[::7]
+    basis = Basis(kernel, C, True, extra, dictionary=True)
+    Phi = basis.design(X)
+    stats = st.gram_statistics(basis, X, t, chunk=37)
+    np.testing.assert_allclose(stats.G, Phi.T @ Phi, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(stats.Phit, Phi.T @ t, rtol=1e-10, atol=1e-10)
+    assert stats.tt == pytest.approx(t @ t, rel=1e-12)
+    assert stats.var_t == pytest.approx(np.var(t), rel=1e-10)
+    cols = np.array([0, 3, 5])
+    sub = st.gram_statistics(basis, X, t, columns=cols, chunk=50)
+    np.testing.assert_allclose(sub.G, Phi[:, cols].T @ Phi[:, cols], rtol=1e-10, atol=1e-10)
+
+
+def test_gram_evidence_equals_the_design_evidence():
+    """T01 eq. 15 from the statistics equals the design form (App. A) to 1e-10."""
+    X, t = _data()
+    Phi = RVMRegression(X, t, GaussianKernel(2.0), centres=40).design_matrix()
+    alpha = np.exp(np.random.default_rng(1).uniform(-2, 3, Phi.shape[1]))
+    G, Pt = Phi.T @ Phi, Phi.T @ t
+    assert gram_log_evidence(G, Pt, t @ t, t.size, alpha, 7.0) == pytest.approx(
+        log_evidence(Phi, t, alpha, 7.0), rel=1e-10)
+    # and the sequential algorithm on the statistics walks the design's path
+    dense = SequentialSparseBayes(Phi, t, np.full(t.size, 7.0))
+    gram = SequentialSparseBayes(products=GramProducts(G, Pt, t @ t, t.size, 7.0))
+    for _ in range(40):
+        a1, g1, d1 = dense.step()
+        a2, g2, d2 = gram.step()
+        assert a1 == a2 and g1 == pytest.approx(g2, rel=1e-7, abs=1e-9)
+        assert gram.log_evidence() == pytest.approx(dense.log_evidence(), rel=1e-9)
+        if d1:
+            break
+    assert dense.active == gram.active
+
+
+@pytest.mark.filterwarnings("ignore::sparsebayes.models.ConvergenceWarning")
+@pytest.mark.parametrize("method", ["evidence", "evidence-mackay"])
+def test_dictionary_of_all_training_inputs_equals_the_classic_rvm(method):
+    """centres=X (the statistics path) gives centres=None's (the design path) log evidence
+    to 1e-8, the same relevance vectors and the same predictive."""
+    X, t = _data(150)
+    opts = {"max_iter": 200} if method == "evidence-mackay" else {}  # the same 200 iterates
+    classic = fit(RVMRegression(X, t, GaussianKernel(2.0)), method, seed=0, **opts)
+    dic = fit(RVMRegression(X, t, GaussianKernel(2.0), centres=X.copy()), method, seed=0,
+              **opts)
+    assert dic.attrs["log_evidence"] == pytest.approx(classic.attrs["log_evidence"], abs=1e-8)
+    lab = [s if s == "bias" else s.lstrip("c") for s in dic["posterior"]["basis"].values]
+    assert sorted(lab) == sorted(classic["posterior"]["basis"].values.tolist())
+    Xn = np.random.default_rng(5).uniform(-5, 5, (40, 2))
+    p1, p2 = predict(classic, Xn), predict(dic, Xn)
+    np.testing.assert_allclose(p2.mean, p1.mean, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(p2.var, p1.var, rtol=1e-6, atol=1e-10)
+
+
+def test_kmeans_dictionary_fit_predicts_and_round_trips(tmp_path):
+    """centres=M: M deterministic k-means centres, labels "c<j>", the dictionary stored in
+    constant_data, so predictions survive a netCDF round trip; the error is close to the
+    classic RVM's on the same data."""
+    X, t = _data(600)
+    p = RVMRegression(X, t, GaussianKernel(2.0), centres=60)
+    assert p.centres.shape == (60, 2)
+    np.testing.assert_array_equal(p.centres, RVMRegression(X, t, GaussianKernel(2.0),
+                                                           centres=60).centres)
+    post = fit(p, "evidence", seed=0)
+    assert all(s == "bias" or s.startswith("c") for s in post["posterior"]["basis"].values)
+    assert np.all(post["constant_data"]["centre_index"].values == -1)
+    np.testing.assert_array_equal(post["constant_data"]["dictionary"].values, p.centres)
+    Xt, tt = _data(500, seed=9)
+    f_true = np.sinc(np.linalg.norm(Xt, axis=1) / np.pi)
+    rmse = np.sqrt(np.mean((predict(post, Xt).mean - f_true) ** 2))
+    full = fit(RVMRegression(X, t, GaussianKernel(2.0)), "evidence", seed=0)
+    rmse_full = np.sqrt(np.mean((predict(full, Xt).mean - f_true) ** 2))
+    assert rmse <= 1.25 * rmse_full
+    import xarray as xr
+
+    path = tmp_path / "post.nc"
+    post.to_netcdf(path, engine="h5netcdf")
+    back = xr.open_datatree(path, engine="h5netcdf")
+    np.testing.assert_allclose(predict(back, Xt).mean, predict(post, Xt).mean, rtol=1e-12)
+
+
+def test_classification_with_a_dictionary():
+    """Ripley: a 30-centre dictionary classifies about as well as the classic RVM."""
+    X, y = datasets.ripley_mixture(250, seed=2)
+    Xt, yt = datasets.ripley_mixture(1000, seed=3)
+    full = fit(RVMClassification(X, y, GaussianKernel(0.5)), "evidence", seed=0)
+    dic = fit(RVMClassification(X, y, GaussianKernel(0.5), centres=30), "evidence", seed=0)
+    err = [np.mean(predict(p, Xt).label != yt) for p in (full, dic)]
+    assert err[1] <= err[0] + 0.02
+    # a dictionary of every training input equals the classic basis
+    same = fit(RVMClassification(X, y, GaussianKernel(0.5), centres=X.copy()), "evidence",
+               seed=0)
+    assert same.attrs["log_evidence"] == pytest.approx(full.attrs["log_evidence"], abs=1e-8)
+
+
+def test_dask_input_equals_numpy_input():
+    """The statistics as a map-reduce over Dask row chunks on a 2-worker LocalCluster equal
+    the NumPy ones, and so does the fit (log evidence to 1e-8)."""
+    da = pytest.importorskip("dask.array")
+    distributed = pytest.importorskip("distributed")
+    X, t = _data(900)
+    C = RVMRegression(X, t, GaussianKernel(2.0), centres=50).centres
+    ref = fit(RVMRegression(X, t, GaussianKernel(2.0), centres=C), "evidence", seed=0)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster):
+        Xd = da.from_array(X, chunks=(200, 2))
+        td = da.from_array(t, chunks=200)
+        basis = Basis(GaussianKernel(2.0), C, True, (), dictionary=True)
+        s_np = st.gram_statistics(basis, X, t)
+        s_da = st.gram_statistics(basis, Xd, td)
+        np.testing.assert_allclose(s_da.G, s_np.G, rtol=1e-12, atol=1e-10)
+        np.testing.assert_allclose(s_da.Phit, s_np.Phit, rtol=1e-12, atol=1e-10)
+        post = fit(RVMRegression(Xd, td, GaussianKernel(2.0), centres=C), "evidence", seed=0)
+    assert post.attrs["log_evidence"] == pytest.approx(ref.attrs["log_evidence"], abs=1e-8)
+    assert post["posterior"]["basis"].values.tolist() == ref["posterior"]["basis"].values.tolist()
+
+
+def test_bad_dictionaries_and_dask_inputs():
+    X, t = _data(50)
+    with pytest.raises(ValueError, match="centres has 3 features but X has 2"):
+        RVMRegression(X, t, centres=np.ones((4, 3)))
+    with pytest.raises(ValueError, match="centres contains NaN"):
+        RVMRegression(X, t, centres=np.array([[np.nan, 1.0]]))
+    for M in (0, -3, 51):
+        with pytest.raises(ValueError, match="between 1 and the number of training points"):
+            RVMClassification(X, t > 0.2, centres=M)
+    with pytest.raises(TypeError, match="centres must be None, an int"):
+        RVMRegression(X, t, centres=True)
+    with pytest.raises(TypeError, match="centres"):
+        RVMRegression(X, t, centres=np.array([["a", "b"]]))
+    da = pytest.importorskip("dask.array")
+    Xd = da.from_array(X, chunks=(10, 2))
+    td = da.from_array(t, chunks=10)
+    with pytest.raises(ValueError, match="needs a basis dictionary"):
+        RVMRegression(Xd, td)
+    unknown = Xd[Xd[:, 0] > 0]  # boolean indexing: unknown chunk sizes
+    with pytest.raises(ValueError, match="unknown chunk sizes"):
+        RVMRegression(unknown, td, centres=5)
+    with pytest.raises(TypeError, match="t must be one too"):
+        RVMRegression(Xd, t, centres=5)
+    bad = da.from_array(np.where(np.arange(50)[:, None] == 7, np.nan, X), chunks=(10, 2))
+    with pytest.raises(ValueError, match="NaN or inf"):
+        fit(RVMRegression(bad, td, centres=X[:5]), "evidence")
+
+
+def test_memory_guard_names_the_size_and_the_way_out(monkeypatch):
+    X, t = _data(200)
+    monkeypatch.setattr(st, "available_memory", lambda: 10_000)
+    with pytest.raises(MemoryError, match=r"200 x 201 design matrix needs .*GiB.*centres=M"):
+        fit(RVMRegression(X, t, GaussianKernel(2.0)), "evidence")
