@@ -29,8 +29,13 @@ from pathlib import Path
 import numpy as np
 
 WIDTH = 2.5  # Tipping & Faul §5; Tipping's exp(-|x-c|^2 / r^2), i.e. gamma = 1 / r^2
-METHODS = ("sparsebayes", "sparsebayes-mackay", "fastrvm", "sklearn-rvm", "ARDRegression")
-SLOW = {"sparsebayes-mackay": 2000, "sklearn-rvm": 4000, "ARDRegression": 1000}  # max N
+METHODS = ("sparsebayes", "sparsebayes-centres500", "sparsebayes-mackay", "fastrvm",
+           "sklearn-rvm", "ARDRegression")
+# max N: past it the method needs more than the machine's 24 GB (an N x N design or kernel
+# matrix: 20 000 points = 3.2 GB each, and the peers hold several) or hours
+SLOW = {"sparsebayes": 20_000, "sparsebayes-mackay": 2000, "fastrvm": 20_000,
+        "sklearn-rvm": 4000, "ARDRegression": 1000}
+CENTRES = 500  # the dictionary of sparsebayes-centres500 (k-means)
 
 
 def _rss_mb() -> float:
@@ -51,9 +56,11 @@ def worker(method: str, n: int, seed: int, warm_up: bool = True) -> dict:
         from sparsebayes.models import GaussianKernel, RVMRegression
 
         algo = "evidence-mackay" if method.endswith("mackay") else "evidence"
+        centres = min(CENTRES, n) if method.endswith("centres500") else None
         base = _rss_mb()
-        start = time.perf_counter()
-        post = fit(RVMRegression(X, t, kernel=GaussianKernel(WIDTH)), method=algo, seed=0)
+        start = time.perf_counter()  # the k-means dictionary is part of the fit's time
+        post = fit(RVMRegression(X, t, kernel=GaussianKernel(WIDTH), centres=centres),
+                   method=algo, seed=0)
         elapsed = time.perf_counter() - start
         pred, n_rv = predict(post, Xt).mean, post.attrs["n_relevant"]
     elif method == "fastrvm":
@@ -120,22 +127,22 @@ def run(sizes, repeats, methods, max_seconds, env=None) -> list[dict]:
     return rows
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[dict], ours_name: str = "sparsebayes") -> str:
     med: dict[tuple[str, int], dict] = {}
     for key in {(r["method"], r["n"]) for r in rows}:
         sel = [r for r in rows if (r["method"], r["n"]) == key]
         med[key] = {k: statistics.median(r[k] for r in sel)
                     for k in ("time", "peak_mb", "above_base_mb", "rmse", "n_rv")}
     lines = ["| N | method | fit s | peak MB | MB above base | test RMSE | RVs | time ratio "
-             "(ours/peer) | peak ratio | RMSE ratio |", "|" + "---|" * 10]
+             f"({ours_name}/peer) | peak ratio | RMSE ratio |", "|" + "---|" * 10]
     for n in sorted({r["n"] for r in rows}):
-        ours = med.get(("sparsebayes", n))
+        ours = med.get((ours_name, n))
         for method in METHODS:
             m = med.get((method, n))
             if m is None:
                 continue
             ratios = ["", "", ""]
-            if ours and method != "sparsebayes":
+            if ours and method != ours_name:
                 ratios = [f"{ours['time'] / m['time']:.2f}",
                           f"{ours['peak_mb'] / m['peak_mb']:.2f}",
                           f"{ours['rmse'] / m['rmse']:.3f}"]
@@ -155,11 +162,19 @@ def main() -> None:
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--max-seconds", type=float, default=300)
     ap.add_argument("--quick", action="store_true", help="sizes 250 1000, one repeat")
+    ap.add_argument("--scale", action="store_true",
+                    help="the scale table (results/scale.md): N = 1e4, 1e5, 1e6 with "
+                         "centres=500 against the full RVM and the peers up to where each "
+                         "stops; one repeat, one BLAS thread")
     ap.add_argument("--blas-threads", type=int, default=None,
                     help="BLAS/OpenMP threads of the workers (default: the library default)")
     args = ap.parse_args()
     if args.quick:
         args.sizes, args.repeats = [250, 1000], 1
+    if args.scale:
+        args.sizes, args.repeats, args.blas_threads = [4000, 10_000, 100_000, 1_000_000], 1, 1
+        args.methods = ["sparsebayes-centres500", "sparsebayes", "fastrvm", "sklearn-rvm"]
+        args.max_seconds = max(args.max_seconds, 900)
     env = None
     if args.blas_threads is not None:
         env = dict(os.environ, **{v: str(args.blas_threads) for v in
@@ -168,6 +183,18 @@ def main() -> None:
     rows = run(args.sizes, args.repeats, args.methods, args.max_seconds, env)
     load_after = os.getloadavg()[0]
     threads = "default" if args.blas_threads is None else str(args.blas_threads)
+    if args.scale:
+        text = (f"# Scale: centres=500 (k-means dictionary) vs the full RVM and the peers, "
+                f"noisy 2-D sinc\n\n{os.cpu_count()} cores, one BLAS thread; load average "
+                f"{load_before:.2f} before, {load_after:.2f} after; one fit per cell, each in "
+                "its own process (peak = its max RSS); the k-means dictionary is inside the "
+                "fit time. Methods past their size cap (an N x N design or kernel matrix "
+                "beyond memory) are absent; ratios are sparsebayes-centres500 / the row's "
+                f"method.\n\n{table(rows, 'sparsebayes-centres500')}\n")
+        out = Path(__file__).parent / "results" / "scale.md"
+        out.write_text(text)
+        print(text, f"written to {out}")
+        return
     section = (f"## BLAS threads: {threads}\n\n{os.cpu_count()} cores; 1-minute load average "
                f"{load_before:.2f} before, {load_after:.2f} after (other jobs share the cores); "
                f"{args.repeats} repeats (seeds) per cell.\n\n{table(rows)}\n")

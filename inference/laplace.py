@@ -185,25 +185,30 @@ def _pair_gradient(Phi_act: np.ndarray, cls: np.ndarray, G: np.ndarray) -> np.nd
 
 
 def _hessian(Phi_act: np.ndarray, cls: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """``J^T B J`` (the data part of eq. 25); class blocks ``Phi_k^T diag(B[:, k, l]) Phi_l``."""
+    """``J^T B J`` (the data part of T01 eq. 25) from per-class blocks
+    ``Phi_k^T diag(B[:, k, l]) Phi_l``: the pairs are grouped by class (one stable sort), each
+    block is a product of contiguous column slices, and the result is permuted back. Memory
+    O(N P + P^2) for P pairs in the model: no (NK)-sized object."""
     K = B.shape[1]
     if K == 1:
         return Phi_act.T @ (B[:, 0, 0, None] * Phi_act)
-    P = Phi_act.shape[1]
-    H = np.zeros((P, P))
-    groups = [np.flatnonzero(cls == k) for k in range(K)]
+    order = np.argsort(cls, kind="stable")
+    bounds = np.searchsorted(cls[order], np.arange(K + 1))
+    Ps = Phi_act[:, order]
+    Hs = np.empty((cls.size, cls.size))
     for k in range(K):
-        gk = groups[k]
-        if gk.size == 0:
+        a, b = bounds[k], bounds[k + 1]
+        if a == b:
             continue
         for j in range(k, K):
-            gl = groups[j]
-            if gl.size == 0:
+            c, d = bounds[j], bounds[j + 1]
+            if c == d:
                 continue
-            block = Phi_act[:, gk].T @ (B[:, k, j, None] * Phi_act[:, gl])
-            H[np.ix_(gk, gl)] = block
-            if j != k:
-                H[np.ix_(gl, gk)] = block.T
+            block = Ps[:, a:b].T @ (B[:, k, j, None] * Ps[:, c:d])
+            Hs[a:b, c:d] = block
+            Hs[c:d, a:b] = block.T
+    H = np.empty_like(Hs)
+    H[np.ix_(order, order)] = Hs
     return H
 
 

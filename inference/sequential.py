@@ -300,8 +300,14 @@ class BlockProducts:
         return out
 
     def columns(self, idx, out: np.ndarray) -> None:
-        for k, p in enumerate(idx):
-            self.column(p, out[:, k])
+        """All of them in one wide product ``Phi^T V`` with ``V`` (N, K len(idx))."""
+        idx = np.asarray(idx, dtype=int)
+        if idx.size == 0:
+            return
+        m, cls = idx % self.M, idx // self.M
+        V = self.B[:, :, cls] * self.Phi[:, m][:, None, :]  # (N, K, P)
+        R = self.Phi.T @ V.reshape(self.n, -1)  # (M, K P)
+        out[...] = R.reshape(self.M, self.K, idx.size).transpose(1, 0, 2).reshape(-1, idx.size)
 
     def rss(self, act, mu):  # pragma: no cover - regression only
         raise NotImplementedError("the softmax surrogate has no noise to re-estimate")

@@ -57,6 +57,7 @@ def check_targets(t, n: int, name: str = "t") -> np.ndarray:
 
 
 KMEANS_SEED = 0  # the k-means dictionary is a deterministic function of X and M
+KMEANS_ROWS = 50_000  # k-means runs on a fixed random subsample of this many rows at most
 
 
 def check_centres(centres, X: np.ndarray) -> np.ndarray | None:
@@ -81,15 +82,18 @@ def check_centres(centres, X: np.ndarray) -> np.ndarray | None:
 
 
 def kmeans_centres(X, M: int) -> np.ndarray:
-    """``M`` cluster centres of ``X`` (MiniBatchKMeans, seed ``KMEANS_SEED``); ``X`` may be a
-    NumPy or a Dask array (Dask: fitted on a random subsample of at most 100 000 rows)."""
+    """``M`` cluster centres of ``X`` (MiniBatchKMeans, seed ``KMEANS_SEED``), fitted on a
+    fixed random subsample of at most ``KMEANS_ROWS`` rows (or ``20 M``, if more) so that
+    the dictionary costs seconds at a million points; ``X`` may be a NumPy or Dask array."""
     from sklearn.cluster import MiniBatchKMeans
 
-    if not isinstance(X, np.ndarray):  # dask: a bounded subsample, computed once
-        n = X.shape[0]
-        rows = np.sort(np.random.default_rng(KMEANS_SEED).choice(n, min(n, 100_000),
-                                                                 replace=False))
-        X = np.asarray(X[rows].compute(), dtype=float)
+    n = X.shape[0]
+    cap = max(KMEANS_ROWS, 20 * M)
+    if n > cap:
+        rows = np.sort(np.random.default_rng(KMEANS_SEED).choice(n, cap, replace=False))
+        X = X[rows]
+    if not isinstance(X, np.ndarray):  # dask: the subsample, computed once
+        X = np.asarray(X.compute(), dtype=float)
     if M == X.shape[0]:
         return np.array(X, dtype=float)
     km = MiniBatchKMeans(n_clusters=M, random_state=KMEANS_SEED, n_init=3,
