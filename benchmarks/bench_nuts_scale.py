@@ -1,0 +1,104 @@
+"""NUTS with a basis dictionary: cost per draw set by M, not N (issue 12).
+
+1. Boston house prices (455 training points of the 506, 13 standardised inputs, target
+   standardised), ``centres=100`` k-means centres, Gaussian width sqrt(13), 4 chains x 1000
+   draws (1000 tuning), nutpie, including compilation. Beside it the evidence fit of the same
+   dictionary model, and the classic RVM (a kernel at each of the 455 points) by NUTS with
+   fewer draws, as the reference of what the dictionary buys. Target: < 3 min, 0
+   divergences, R-hat < 1.01.
+2. Time per draw at fixed M = 100 for N = 200, 1000, 5000 (noisy 2-D sinc): flat in N.
+
+    .venv/bin/python benchmarks/bench_nuts_scale.py [--draws 1000] [--chains 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from report import markdown_table, write_report
+
+from sparsebayes.inference import fit, predict
+from sparsebayes.models import GaussianKernel, RVMRegression, datasets
+
+
+def nuts_row(name: str, problem, X_test, t_test, **options) -> dict:
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = fit(problem, "nuts", seed=1, warn=False, **options)
+    wall = time.perf_counter() - start
+    a = post.attrs
+    draws = post["posterior"].sizes["chain"] * post["posterior"].sizes["draw"]
+    pred = predict(post, X_test)
+    return {"model": name, "N": problem.X.shape[0], "M": post["posterior"].sizes["basis"],
+            "divergences": a["n_divergent"], "max R-hat": a["max_rhat"],
+            "min bulk ESS": a["min_ess_bulk"], "compile s": a["compile_time"],
+            "sampling s": a["sampling_time"], "wall s": wall,
+            "ms per draw": 1000 * a["sampling_time"] / draws,
+            "test RMSE": float(np.sqrt(np.mean((pred.mean - t_test) ** 2))),
+            "test NLPD": float(-np.mean(pred.logpdf(t_test)))}
+
+
+def boston(draws: int, chains: int) -> list[dict]:
+    X, t = datasets.load_boston()
+    rng = np.random.default_rng(0)
+    idx = rng.permutation(t.size)
+    tr, te = idx[:455], idx[455:]
+    mu, sd = X[tr].mean(0), X[tr].std(0)
+    X = (X - mu) / sd
+    t = (t - t[tr].mean()) / t[tr].std()
+    kernel = GaussianKernel(np.sqrt(X.shape[1]))
+    rows = []
+    dic = RVMRegression(X[tr], t[tr], kernel, centres=100)
+    rows.append(nuts_row("NUTS, centres=100", dic, X[te], t[te], draws=draws, chains=chains))
+    start = time.perf_counter()
+    ev = fit(dic, "evidence", seed=0)
+    p = predict(ev, X[te])
+    rows.append({"model": "evidence, centres=100", "N": 455, "M": ev.attrs["n_relevant"],
+                 "wall s": time.perf_counter() - start,
+                 "test RMSE": float(np.sqrt(np.mean((p.mean - t[te]) ** 2))),
+                 "test NLPD": float(-np.mean(p.logpdf(t[te])))})
+    full = RVMRegression(X[tr], t[tr], kernel)
+    rows.append(nuts_row("NUTS, classic RVM (M = N + 1), 2 x 200 draws", full, X[te], t[te],
+                         draws=200, tune=200, chains=2))
+    return rows
+
+
+def per_draw(draws: int, chains: int) -> list[dict]:
+    rows = []
+    for n in (200, 1000, 5000):
+        X, t = datasets.sinc2d(n, noise_sd=0.1, seed=n)
+        Xt, _ = datasets.sinc2d(1000, noise_sd=0.0, seed=n + 1)
+        ft = datasets.sinc_function(np.linalg.norm(Xt, axis=1))
+        problem = RVMRegression(X, t, GaussianKernel(2.5), centres=100)
+        rows.append(nuts_row("NUTS, centres=100", problem, Xt, ft, draws=draws,
+                             tune=draws, chains=chains))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--draws", type=int, default=1000)
+    ap.add_argument("--chains", type=int, default=4)
+    args = ap.parse_args()
+    load = os.getloadavg()[0]
+    a = boston(args.draws, args.chains)
+    b = per_draw(min(args.draws, 500), min(args.chains, 2))
+    lines = ["# NUTS with a basis dictionary (issue 12)", "",
+             f"{os.cpu_count()} cores, 1-minute load average {load:.2f} at the start (other "
+             "jobs share the cores); nutpie; wall time includes compilation.", "",
+             f"## Boston (455 / 51 split, standardised), {args.chains} x {args.draws} draws",
+             "", *markdown_table(a), "",
+             "## Time per draw at fixed M = 100 (noisy 2-D sinc), 2 x 500 draws", "",
+             *markdown_table(b), ""]
+    write_report(lines, Path(__file__).parent / "results" / "nuts_scale.md")
+
+
+if __name__ == "__main__":
+    main()
