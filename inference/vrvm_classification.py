@@ -158,8 +158,9 @@ def jj_posterior(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, *, max_iter:
                  tol: float = 1e-12):
     """``q(w) = N(m, S)`` of the JJ bound at fixed ``alpha`` (PRML 10.156-10.163, ARD):
     ``S^-1 = A + 2 Phi^T Lambda(xi) Phi``, ``m = S Phi^T (t - 1/2)``, ``xi_n^2 =
-    phi_n^T (S + m m^T) phi_n``, iterated to convergence. Returns ``(m, S, xi, bound)`` with
-    ``bound`` the JJ lower bound on ``ln p(t | alpha)`` (PRML 10.164)."""
+    phi_n^T (S + m m^T) phi_n``, iterated to convergence. Returns ``(m, S, xi, bound)``
+    (``m``, ``S`` for that ``xi``) with ``bound`` the JJ lower bound on ``ln p(t | alpha)``
+    (PRML 10.164)."""
     Phi = np.asarray(Phi, dtype=float)
     alpha = np.asarray(alpha, dtype=float)
     model = _JaakkolaJordan(t)
@@ -174,10 +175,10 @@ def jj_posterior(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, *, max_iter:
         bound = (expected_quadratic(z, b, c0, mr, vr) - 0.5 * m @ (alpha * m)
                  - 0.5 * np.sum(alpha * np.diag(S)) + 0.5 * np.sum(np.log(alpha))
                  + 0.5 * np.linalg.slogdet(S)[1] + 0.5 * alpha.size)
-        xi = model.update(None, mr, vr)
         if abs(bound - prev) < tol * (1 + abs(bound)):
             break
         prev = bound
+        xi = model.update(None, mr, vr)
     return m, S, xi, float(bound)
 
 
