@@ -246,7 +246,7 @@ fig.tight_layout()
 
 # %% [markdown]
 # Over the random subsets of section 3, the two agree closely (on 10 subsets: error 10.1%
-# for both, log loss 0.253 for the VRVM and 0.255 for the Laplace fit, 3.9 and 4.3
+# for both, log loss 0.254 for the VRVM and 0.255 for the Laplace fit, 3.9 and 4.3
 # relevance vectors):
 
 # %%
