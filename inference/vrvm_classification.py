@@ -9,12 +9,13 @@ of its variational parameters.
 * K > 2 classes: Böhning's (1992) bound on the log-sum-exp, a second-order expansion around
   ``psi_n`` with the fixed curvature ``A = (I - 1 1^T / K) / 2 >= diag(p) - p p^T``;
   ``psi_n = E[f_n]`` is its optimum (Murphy 2012 §21.8.1.2). Chosen over Bouchard's (2007)
-  bound because it is exact to second order at the logits' mean for every K (Bouchard's sum
-  of K logistic terms overcounts when several classes have similar logits, and loosens as K
-  grows), it keeps one K-vector of variational parameters per point (Bouchard's needs K + 1),
-  and its curvature does not change between updates, so the surrogate's design is built once.
-  Its cost: the curvature is the worst case, so confidently classified points are
-  penalised more than the softmax would (the bound is looser, the weights shrink a little).
+  bound because it touches the softmax at ``psi_n`` (value and gradient) for every K, where
+  Bouchard's sum of K logistic terms is not tight when several logits are comparable and
+  loosens as K grows; it keeps one K-vector of variational parameters per point (Bouchard's
+  K + 1); and its curvature does not change between updates, so the surrogate's design is
+  built once. Its cost: the curvature is the worst case, so confidently classified points
+  are penalised more than by the softmax (the weights shrink: on three Gaussian blobs the
+  same error as the Laplace fit, log loss 0.29-0.30 against 0.27).
 
 For fixed variational parameters either bound is a Gaussian likelihood in ``w`` (targets
 ``z``, precisions ``b``), so the bound maximised over ``q(w)`` and over the rate of

@@ -339,3 +339,31 @@ def test_bad_input():
         fit(prob, "vrvm", prior=GammaPrior(1e-3, 1e-3))
     with pytest.raises(TypeError, match="RVMClassification"):
         fit_vrvm_classification(RVMRegression(X, X[:, 0]))
+
+
+def test_rvc_vrvm_posterior_is_the_library_fit():
+    """``RVC(posterior="vrvm")`` is ``fit(problem, "vrvm")``: the same moderated
+    probabilities from q(w)."""
+    from sparsebayes.inference import RVC
+
+    X, y = datasets.ripley_mixture(80, seed=6)
+    clf = RVC(width=0.5, posterior="vrvm", random_state=1).fit(X, y)
+    post = fit(RVMClassification(X, y, kernel=GaussianKernel(0.5)), "vrvm")
+    np.testing.assert_allclose(clf.predict_proba(X), predict(post, X).proba, rtol=1e-10)
+    assert clf.posterior_.attrs["method"] == "vrvm"
+
+
+@pytest.mark.parametrize("centres", [[(-3, -3), (3, 3)], [(-3, -3), (3, 3), (3, -3)]])
+def test_separable_data_converges_with_finite_bounded_probabilities(centres):
+    """Perfectly separated blobs (as tests/test_classification.py for the Laplace fit): the
+    bound keeps <alpha> finite; converged, without warnings, probabilities inside (0, 1)."""
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(c, 0.5, (30, 2)) for c in centres])
+    y = np.repeat(np.arange(len(centres)), 30)
+    post = fit(RVMClassification(X, y, kernel=GaussianKernel(1.0)), "vrvm", draws=10)
+    assert post.attrs["converged"]
+    mu = post["gaussian_posterior"]["mu"].values
+    assert np.all(np.isfinite(mu)) and np.max(np.abs(mu)) < 100
+    pred = predict(post, X)
+    assert np.all(np.isfinite(pred.proba)) and 0 < pred.proba.min() and pred.proba.max() < 1
+    assert np.mean(pred.label == y) == 1.0
