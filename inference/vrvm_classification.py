@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
+from scipy.linalg import cho_solve
 from scipy.special import log_expit, logsumexp, softmax
 
 from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning
@@ -53,8 +54,8 @@ from .laplace import (
 )
 from .vrvm import LOG_2PI, _prior_json, weight_bound_terms
 
-__all__ = ["jj_lambda", "jj_posterior", "vrvm_classification", "fit_vrvm_classification",
-           "VRVMClassState"]
+__all__ = ["jj_lambda", "jj_posterior", "vrvm_classification",
+           "vrvm_classification_coordinate", "fit_vrvm_classification", "VRVMClassState"]
 
 # The limit of one weight's terms in the bound (flat prior) as <alpha_i> -> inf: what a
 # pruned weight contributes, so pruning keeps the bound continuous.
@@ -154,7 +155,7 @@ def surrogate_log_evidence(z, b, c0, core_log_evidence: float) -> float:
 
 
 def _row_moments(Phi_act: np.ndarray, mu: np.ndarray, Sigma: np.ndarray):
-    return Phi_act @ mu, np.einsum("ij,jk,ik->i", Phi_act, Sigma, Phi_act)
+    return Phi_act @ mu, np.einsum("ij,ij->i", Phi_act @ Sigma, Phi_act)
 
 
 def jj_posterior(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, *, max_iter: int = 500,
@@ -189,7 +190,8 @@ def jj_posterior(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, *, max_iter:
 class VRVMClassState:
     """The factors at convergence over the (basis column, class) pairs ``cols``, ``cls``
     (class-major; binary: one class): ``q(w) = N(mu, Sigma)``, ``q(alpha_i) =
-    Gamma(1/2, 1 / (2 alpha_i))``; ``bound`` after every update of ``xi`` / ``psi``."""
+    Gamma(k, k / alpha_i)`` (``k = a + 1/2``); ``bound`` after every update of ``xi`` /
+    ``psi``."""
 
     cols: np.ndarray
     cls: np.ndarray
@@ -203,6 +205,7 @@ class VRVMClassState:
     n_iter: int
     at_floor: int
     notes: list
+    q_alpha_shape: float = 0.5  # q(alpha_i) = Gamma(shape, shape / <alpha_i>)
 
 
 def vrvm_classification(Phi: np.ndarray, t: np.ndarray, n_classes: int, *,
@@ -351,6 +354,58 @@ class _Ascent:
         return _bound(state, z, b, c0, self.n_pairs), (z, b, c0)
 
 
+def vrvm_classification_coordinate(Phi: np.ndarray, t: np.ndarray, n_classes: int,
+                                   prior: GammaPrior, *, max_iter: int = 5000,
+                                   tol: float = 1e-7) -> VRVMClassState:
+    """Mean-field coordinate ascent for a proper Gamma prior (summary §§2, 5), every weight
+    kept: ``q(w)``: ``S^-1 = <A> + Phi_s^T B(xi) Phi_s``, ``m = S Phi_s^T B z``;
+    ``q(alpha_i) = Gamma(a + 1/2, b + <w_i^2> / 2)``; then ``xi`` (``psi``). The bound
+    (summary §3 with the likelihood bound) is recorded after every sweep; stops when it
+    changes by less than ``tol (1 + |L|)``. O(N M^2 + M^3) per sweep (M: every pair)."""
+    Phi = np.asarray(Phi, dtype=float)
+    N, M = Phi.shape
+    model = _bound_model(t, n_classes)
+    K = model.n_out
+    Phi_s = model.design(Phi)
+    P = Phi_s.shape[1]
+    cols, cls = np.tile(np.arange(M), K), np.repeat(np.arange(K), M)
+    a_t = prior.a + 0.5
+    alpha = np.ones(P)
+    xi = model.start(N)
+    bounds: list[float] = []
+    converged = False
+    it = 0
+    for it in range(1, max_iter + 1):  # noqa: B007 (returned)
+        z, b, c0 = model.surrogate(xi)
+        mu, Sigma, H = _gaussian(Phi_s, z, b, alpha)
+        w2 = mu**2 + np.diag(Sigma)
+        b_t = prior.b + 0.5 * w2
+        alpha = a_t / b_t
+        m_rows, v_rows = _row_moments(Phi_s, mu, Sigma)
+        bounds.append(expected_quadratic(z, b, c0, m_rows, v_rows)
+                      + weight_bound_terms(prior, w2=w2, logdet_Sigma=np.linalg.slogdet(Sigma)[1],
+                                           a_t=a_t, b_t=b_t))
+        xi = model.update(_logits(Phi[:, cols], cls, mu, K), m_rows, v_rows)
+        if it > 1 and abs(bounds[-1] - bounds[-2]) < tol * (1 + abs(bounds[-1])):
+            converged = True
+            break
+    z, b, _ = model.surrogate(xi)
+    mu, _, H = _gaussian(Phi_s, z, b, alpha)
+    return VRVMClassState(cols=cols, cls=cls, alpha=alpha, mu=mu, H=H, xi=xi,
+                          bound=np.asarray(bounds), collapsed=np.empty(0), converged=converged,
+                          n_iter=it, at_floor=0, notes=[], q_alpha_shape=a_t)
+
+
+def _gaussian(Phi_s, z, b, alpha):
+    """``q(w)`` for the surrogate: ``Sigma = (A + Phi_s^T B Phi_s)^-1``, ``mu = Sigma
+    Phi_s^T B z`` and ``H = Sigma^-1``."""
+    H = Phi_s.T @ (b[:, None] * Phi_s)
+    H[np.diag_indices_from(H)] += alpha
+    L = _chol(H)
+    Sigma = cho_solve((L, True), np.eye(H.shape[0]), check_finite=False)
+    return Sigma @ (Phi_s.T @ (b * z)), Sigma, H
+
+
 def _bound(state, z, b, c0, n_pairs: int) -> float:
     """The bound (summary §3 with the likelihood bound for the data term) at ``q(w)`` of the
     state and ``q(alpha_i) = Gamma(1/2, 1 / (2 <alpha_i>))``; pruned weights add their
@@ -366,38 +421,41 @@ def _bound(state, z, b, c0, n_pairs: int) -> float:
 
 
 def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPrior | None = None,
-                            max_iter: int = 10000, tol: float = 1e-3, draws: int = 500,
-                            chains: int = 2, alpha_min: float = ALPHA_MIN) -> xr.DataTree:
-    """Variational RVM posterior of an :class:`RVMClassification` (BT00 §4): see
-    :func:`vrvm_classification`. Two classes: JJ bound; K > 2: Böhning's bound on the
-    softmax (module docstring). Only Tipping's flat prior (the default, as for regression).
+                            max_iter: int = 10000, tol: float | None = None, draws: int = 500,
+                            chains: int = 2, alpha_min: float = ALPHA_MIN,
+                            relevance: float = 1e-2) -> xr.DataTree:
+    """Variational RVM posterior of an :class:`RVMClassification` (BT00 §4). Two classes:
+    JJ bound; K > 2: Böhning's bound on the softmax (module docstring).
+
+    ``prior``: default ``problem.prior``, else Tipping's flat prior (as for regression),
+    fitted by :func:`vrvm_classification` (sequential, exact pruning; ``tol`` on
+    ``ln alpha``, default 1e-3; ``n_relevant``: the columns kept for any class). A Gamma
+    prior with rate ``b > 0`` is fitted by :func:`vrvm_classification_coordinate` (every
+    weight kept; ``tol`` on the bound, default 1e-7; ``n_relevant``: the columns with
+    ``gamma_i = 1 - <alpha_i> Sigma_ii > relevance`` for some class, as for regression).
 
     The result has the layout of the Laplace fit (``w``, ``alpha`` on ``basis``, plus
     ``class`` for K > 2; ``gaussian_posterior`` with ``mu``, ``Sigma`` = ``q(w)``, so
     ``predict(post, X).proba`` is the same moderated output): ``w ~ q(w)``, ``alpha ~
     q(alpha)`` (pruned pairs: the largest float, as in the Laplace layout);
     ``sample_stats.elbo`` is the bound after every ``xi`` update, ``attrs["elbo"]`` its
-    final value (defined up to the flat prior's normalisers); ``n_relevant`` the columns
-    kept for any class.
+    final value (up to the prior's normalisers when it is improper).
     """
     if getattr(problem, "kind", None) != "classification":
         raise TypeError(f"vrvm here is for RVMClassification, got {type(problem).__name__}")
     for name, v in (("max_iter", max_iter), ("draws", draws), ("chains", chains)):
         if not isinstance(v, int | np.integer) or v <= 0:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    if not tol > 0:
-        raise ValueError(f"tol must be > 0, got {tol!r}")
+    if tol is not None and not tol > 0:
+        raise ValueError(f"tol must be > 0 or None, got {tol!r}")
     if not (np.isscalar(alpha_min) and 0 <= alpha_min < 1):
         raise ValueError(f"alpha_min must be a number in [0, 1), got {alpha_min!r}")
+    if not (np.isscalar(relevance) and 0 < relevance < 1):
+        raise ValueError(f"relevance must be a number in (0, 1), got {relevance!r}")
     if prior is None:
         prior = problem.prior if problem.prior is not None else GammaPrior()
     if not isinstance(prior, GammaPrior):
         raise TypeError(f"prior must be a GammaPrior or None, got {type(prior).__name__}")
-    if not prior.is_flat:
-        raise NotImplementedError(
-            f"vrvm classification supports Tipping's flat prior only (prior=None or "
-            f"GammaPrior()), got {prior}: with a proper Gamma prior a pruned weight has no "
-            "finite bound, and the all-weights coordinate ascent is not implemented")
     if problem.learn_width:
         raise NotImplementedError("vrvm classification does not learn the kernel width: "
                                   "use learn_width=False (or the evidence method)")
@@ -405,9 +463,14 @@ def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPri
     basis = problem.basis
     Phi = basis.design(problem.X)
     K = problem.n_classes
+    flat = prior.a == 0 and prior.b == 0
     with _blas_threads(problem.X.shape[0]):
-        st = vrvm_classification(Phi, problem.t, K, alpha_min=float(alpha_min),
-                                 max_iter=int(max_iter), tol=float(tol))
+        if flat:
+            st = vrvm_classification(Phi, problem.t, K, alpha_min=float(alpha_min),
+                                     max_iter=int(max_iter), tol=tol or 1e-3)
+        else:
+            st = vrvm_classification_coordinate(Phi, problem.t, K, prior,
+                                                max_iter=int(max_iter), tol=tol or 1e-7)
     _check_bound(st.bound)
     for note in st.notes:
         warnings.warn(note, NumericalWarning, stacklevel=3)
@@ -432,24 +495,28 @@ def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPri
     dt = _to_datatree(problem, basis, lik, lap, res, softmax_model=softmax_model, shared=False,
                       seed=seed, draws=draws, chains=chains, n_iter=st.n_iter,
                       trace=st.bound, method="vrvm")
-    # q(alpha_i) = Gamma(1/2, rate 1 / (2 <alpha_i>)): draws and parameters
+    # q(alpha_i) = Gamma(k, rate k / <alpha_i>): draws and parameters
+    k = st.q_alpha_shape
     rng = np.random.default_rng(None if seed is None else seed + 1)
     post = dt["posterior"].to_dataset()
     gauss = dt["gaussian_posterior"].to_dataset()
-    rate = 0.5 / gauss["alpha"]
-    draws_alpha = rng.gamma(0.5, 1.0, post["alpha"].shape) * (2 * gauss["alpha"].values)
+    draws_alpha = rng.gamma(k, 1.0, post["alpha"].shape) * (gauss["alpha"].values / k)
     big = np.finfo(float).max
     post["alpha"] = post["alpha"].copy(data=np.where(np.isfinite(draws_alpha),
                                                      draws_alpha, big))
-    gauss["q_alpha_shape"] = 0.5
-    gauss["q_alpha_rate"] = rate
+    gauss["q_alpha_shape"] = k
+    gauss["q_alpha_rate"] = k / gauss["alpha"]
     dt["posterior"] = xr.DataTree(post)
     dt["gaussian_posterior"] = xr.DataTree(gauss)
     stats = dt["sample_stats"].to_dataset().rename({"log_evidence": "elbo"})
     dt["sample_stats"] = xr.DataTree(stats)
     del dt.attrs["log_evidence"]
+    if not flat:  # every weight kept: count the well-determined ones
+        gamma = 1.0 - st.alpha * np.diag(np.linalg.inv(st.H))
+        dt.attrs["n_relevant"] = int(np.unique(st.cols[gamma > relevance]).size)
     dt.attrs.update(
-        elbo=float(st.bound[-1]), bound_up_to_constant=1, prior=_prior_json(prior),
+        elbo=float(st.bound[-1]), bound_up_to_constant=int(not (prior.a > 0 and prior.b > 0)),
+        prior=_prior_json(prior),
         likelihood_bound="bohning" if softmax_model else "jaakkola-jordan",
         hyperparameters="mean-field variational posterior (Bishop & Tipping 2000): w and "
                         "alpha are independent draws from q(w) q(alpha); pruned weights "

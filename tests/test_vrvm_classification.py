@@ -21,6 +21,7 @@ from sparsebayes.inference.vrvm_classification import (
     jj_lambda,
     jj_posterior,
     vrvm_classification,
+    vrvm_classification_coordinate,
 )
 from sparsebayes.models import (
     GammaPrior,
@@ -335,8 +336,10 @@ def test_bad_input():
                      ("alpha_min", -1.0)):
         with pytest.raises(ValueError, match=opt):
             fit(prob, "vrvm", **{opt: val})
-    with pytest.raises(NotImplementedError, match="flat prior only"):
-        fit(prob, "vrvm", prior=GammaPrior(1e-3, 1e-3))
+    with pytest.raises(ValueError, match="relevance"):
+        fit(prob, "vrvm", relevance=0.0)
+    with pytest.raises(TypeError, match="GammaPrior"):
+        fit(prob, "vrvm", prior=(1.0, 1.0))
     with pytest.raises(TypeError, match="RVMClassification"):
         fit_vrvm_classification(RVMRegression(X, X[:, 0]))
 
@@ -367,3 +370,51 @@ def test_separable_data_converges_with_finite_bounded_probabilities(centres):
     pred = predict(post, X)
     assert np.all(np.isfinite(pred.proba)) and 0 < pred.proba.min() and pred.proba.max() < 1
     assert np.mean(pred.label == y) == 1.0
+
+
+# --------------------------------------------------------------------------------------------
+# A proper Gamma prior: coordinate ascent over every weight
+# --------------------------------------------------------------------------------------------
+
+
+def test_proper_prior_bound_below_exact_marginal_likelihood():
+    """With alpha_i ~ Gamma(a, b) each weight is marginally Student-t (2a dof, scale
+    sqrt(b/a)), so ln p(t) = ln int prod sigma((2t-1) f) prod St(w_i) dw is a 2-D integral
+    (SciPy's trapezoid rule on a 1201^2 grid over +-25 posterior sd; the integrand is
+    negligible at the edges). The converged bound lies below it (measured gap 0.31 nats at
+    N = 12: the JJ and mean-field gaps) and never decreased."""
+    prior = GammaPrior(2.0, 1.0)
+    Phi, t = _toy_2basis()
+    st = vrvm_classification_coordinate(Phi, t, 2, prior, tol=1e-12)
+    assert st.converged
+    assert np.diff(st.bound).min() >= -1e-9 * np.abs(st.bound).max()
+    m, s = st.mu, np.sqrt(np.diag(np.linalg.inv(st.H)))
+    g0 = np.linspace(m[0] - 25 * s[0], m[0] + 25 * s[0], 1201)
+    g1 = np.linspace(m[1] - 25 * s[1], m[1] + 25 * s[1], 1201)
+    W0, W1 = np.meshgrid(g0, g1, indexing="ij")
+    F = W0[..., None] * Phi[:, 0] + W1[..., None] * Phi[:, 1]
+    nu, scale = 2 * prior.a, np.sqrt(prior.b / prior.a)
+    logf = (np.sum(log_expit((2 * t - 1) * F), axis=-1)
+            + stats.t.logpdf(W0, nu, scale=scale) + stats.t.logpdf(W1, nu, scale=scale))
+    peak = logf.max()
+    f = np.exp(logf - peak)
+    assert max(f[[0, -1]].max(), f[:, [0, -1]].max()) < 1e-6
+    exact = peak + np.log(integrate.trapezoid(integrate.trapezoid(f, g1, axis=1), g0))
+    assert st.bound[-1] < exact < st.bound[-1] + 0.4, (st.bound[-1], exact)
+
+
+@pytest.mark.parametrize("name", ["ripley", "blobs3"])
+def test_proper_prior_fit_bound_never_decreases(name):
+    """Through fit(): every sweep raises the bound; q(alpha) has shape a + 1/2 (summary §2);
+    n_relevant counts the weights with gamma > 0.01 (measured: 98 of 101 on Ripley-100, the
+    proper prior keeps alpha finite, Tipping's footnote 7)."""
+    X, y = _problem(name).X, _problem(name).y
+    if name == "blobs3":  # every weight kept: O((M K)^3) per sweep
+        X, y = blobs3(15)
+    prob = RVMClassification(X, y, kernel=_problem(name).kernel, prior=GammaPrior(1e-2, 1e-2))
+    post = fit(prob, "vrvm", draws=10)
+    b = post["sample_stats"]["elbo"].values
+    assert post.attrs["converged"] and post.attrs["bound_up_to_constant"] == 0
+    assert np.diff(b).min() >= -1e-9 * np.abs(b).max()
+    assert float(post["gaussian_posterior"]["q_alpha_shape"]) == pytest.approx(0.51)
+    assert 0 < post.attrs["n_relevant"] <= post["posterior"]["basis"].size
