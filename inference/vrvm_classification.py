@@ -111,7 +111,7 @@ class _Bohning:
         self.n_out = K
         self.Y = np.eye(K)[np.asarray(t, dtype=int)]
         self.A = 0.5 * (np.eye(K) - 1.0 / K)
-        lam, V = np.linalg.eigh(self.A)
+        _, V = np.linalg.eigh(self.A)
         self.V = V[:, 1:]  # eigenvalue 0 (the ones) first, then K - 1 halves
         self.L = self.V * np.sqrt(0.5)
 
