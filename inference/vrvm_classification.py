@@ -9,13 +9,15 @@ of its variational parameters.
 * K > 2 classes: Böhning's (1992) bound on the log-sum-exp, a second-order expansion around
   ``psi_n`` with the fixed curvature ``A = (I - 1 1^T / K) / 2 >= diag(p) - p p^T``;
   ``psi_n = E[f_n]`` is its optimum (Murphy 2012 §21.8.1.2). Chosen over Bouchard's (2007)
-  bound because it touches the softmax at ``psi_n`` (value and gradient) for every K, where
-  Bouchard's sum of K logistic terms is not tight when several logits are comparable and
-  loosens as K grows; it keeps one K-vector of variational parameters per point (Bouchard's
-  K + 1); and its curvature does not change between updates, so the surrogate's design is
-  built once. Its cost: the curvature is the worst case, so confidently classified points
-  are penalised more than by the softmax (the weights shrink: on three Gaussian blobs the
-  same error as the Laplace fit, log loss 0.29-0.30 against 0.27).
+  bound (``softmax_bound="bouchard"``, kept for comparison) because it touches the softmax
+  at ``psi_n`` (value and gradient) for every K, where Bouchard's sum of K logistic terms
+  is not tight when several logits are comparable; it keeps one K-vector of variational
+  parameters per point (Bouchard's K + 1); and its curvature does not change between
+  updates. Measured (5 random splits each of three Gaussian blobs, wine, iris): Böhning's
+  converged bound is the higher one (474.9 vs 458.6, 365.4 vs 362.1, 302.0 vs 299.4), its
+  test log loss much lower (0.289 vs 0.508, 0.165 vs 0.261, 0.135 vs 0.348; the Laplace
+  fit 0.268, 0.158, 0.169), error rates alike, 3-10x faster. Its cost: the curvature is the
+  worst case, so confidently classified points are penalised more than by the softmax.
 
 For fixed variational parameters either bound is a Gaussian likelihood in ``w`` (targets
 ``z``, precisions ``b``), so the bound maximised over ``q(w)`` and over the rate of
@@ -87,7 +89,7 @@ class _JaakkolaJordan:
     def start(self, N: int) -> np.ndarray:
         return np.zeros(N)
 
-    def update(self, F: np.ndarray, m_rows: np.ndarray, v_rows: np.ndarray) -> np.ndarray:
+    def update(self, F, m_rows, v_rows, params) -> np.ndarray:
         """``xi_n = sqrt(E[f_n^2])`` (PRML 10.163)."""
         return np.sqrt(m_rows**2 + v_rows)
 
@@ -123,7 +125,7 @@ class _Bohning:
     def start(self, N: int) -> np.ndarray:
         return np.zeros((N, self.n_out))
 
-    def update(self, F: np.ndarray, m_rows: np.ndarray, v_rows: np.ndarray) -> np.ndarray:
+    def update(self, F, m_rows, v_rows, params) -> np.ndarray:
         """``psi_n = E[f_n]``, the bound's optimum."""
         return F.copy()
 
@@ -137,8 +139,51 @@ class _Bohning:
         return z.reshape(-1), np.ones(z.size), c0
 
 
-def _bound_model(t: np.ndarray, n_classes: int):
-    return _Bohning(t, n_classes) if n_classes > 2 else _JaakkolaJordan(t)
+class _Bouchard:
+    """K classes: Bouchard's (2007) bound ``lse(f) <= a + sum_k ln(1 + exp(f_k - a))`` with
+    the JJ bound on every term: per point ``a_n`` and ``xi_nk`` (stored as columns
+    ``[a, xi_1..xi_K]``), rows ``e_k x phi_n`` with precisions ``2 lambda(xi_nk)`` and
+    targets ``(y_nk - 1/2 + 2 lambda_nk a_n) / (2 lambda_nk)``."""
+
+    def __init__(self, t: np.ndarray, K: int) -> None:
+        self.n_out = K
+        self.Y = np.eye(K)[np.asarray(t, dtype=int)]
+
+    def design(self, Phi: np.ndarray) -> np.ndarray:
+        N, M = Phi.shape
+        K = self.n_out
+        return np.einsum("kj,nm->nkjm", np.eye(K), Phi).reshape(N * K, K * M)
+
+    def start(self, N: int) -> np.ndarray:
+        return np.zeros((N, self.n_out + 1))
+
+    def update(self, F, m_rows, v_rows, params) -> np.ndarray:
+        """``a_n = (K/2 - 1 + 2 sum_k lambda_nk m_nk) / (2 sum_k lambda_nk)``, then
+        ``xi_nk^2 = E[(f_nk - a_n)^2]`` (each the bound's optimum given the rest)."""
+        K = self.n_out
+        m, v = m_rows.reshape(-1, K), v_rows.reshape(-1, K)
+        lam = jj_lambda(params[:, 1:])
+        a = (K / 2 - 1 + 2 * np.sum(lam * m, axis=1)) / (2 * np.sum(lam, axis=1))
+        xi = np.sqrt((m - a[:, None]) ** 2 + v)
+        return np.column_stack([a, xi])
+
+    def surrogate(self, params: np.ndarray):
+        a, xi = params[:, :1], np.abs(params[:, 1:])
+        lam = jj_lambda(xi)
+        b = 2 * lam
+        z = (self.Y - 0.5 + b * a) / b
+        c0 = float(np.sum(-a[:, 0]) + np.sum(a / 2 - xi / 2 + log_expit(xi)
+                                               - lam * (a**2 - xi**2)))
+        return z.reshape(-1), b.reshape(-1), c0
+
+
+SOFTMAX_BOUNDS = {"bohning": _Bohning, "bouchard": _Bouchard}
+
+
+def _bound_model(t: np.ndarray, n_classes: int, softmax_bound: str = "bohning"):
+    if n_classes == 2:
+        return _JaakkolaJordan(t)
+    return SOFTMAX_BOUNDS[softmax_bound](t, n_classes)
 
 
 def expected_quadratic(z, b, c0, m_rows, v_rows) -> float:
@@ -182,7 +227,7 @@ def jj_posterior(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, *, max_iter:
         if abs(bound - prev) < tol * (1 + abs(bound)):
             break
         prev = bound
-        xi = model.update(None, mr, vr)
+        xi = model.update(None, mr, vr, xi)
     return m, S, xi, float(bound)
 
 
@@ -211,7 +256,7 @@ class VRVMClassState:
 def vrvm_classification(Phi: np.ndarray, t: np.ndarray, n_classes: int, *,
                         alpha_min: float = ALPHA_MIN, max_iter: int = 10000,
                         tol: float = 1e-3, bound_rtol: float = 1e-9,
-                        check: bool = False) -> VRVMClassState:
+                        check: bool = False, softmax_bound: str = "bohning") -> VRVMClassState:
     """Maximise the variational bound of RVM classification (Tipping's flat prior).
 
     For fixed ``xi`` the likelihood bound is ``c0 + 1/2 sum b z^2 - 1/2 sum b (z - f)^2``;
@@ -239,7 +284,7 @@ def vrvm_classification(Phi: np.ndarray, t: np.ndarray, n_classes: int, *,
     norms = np.sqrt(np.einsum("nm,nm->m", Phi, Phi))
     norms[norms == 0] = 1.0
     Phi_n = Phi / norms
-    model = _bound_model(t, n_classes)
+    model = _bound_model(t, n_classes, softmax_bound)
     K = model.n_out
     Phi_s = model.design(Phi_n)
     run = _Ascent(model, Phi_n, np.tile(np.arange(M), K), np.repeat(np.arange(K), M), M * K,
@@ -321,7 +366,7 @@ class _Ascent:
             p = pairs[act]
             F = _logits(self.Phi_n[:, self.pair_col[p]], self.pair_cls[p], state.mu,
                         model.n_out)
-            xi = model.update(F, m_rows, v_rows)
+            xi = model.update(F, m_rows, v_rows, self.xi)
             bound, sur = self._move(state, xi)
             if stop == "bound":  # over-relaxed step, kept if it gains more
                 ext = self.xi + self.omega * (xi - self.xi)
@@ -356,7 +401,8 @@ class _Ascent:
 
 def vrvm_classification_coordinate(Phi: np.ndarray, t: np.ndarray, n_classes: int,
                                    prior: GammaPrior, *, max_iter: int = 5000,
-                                   tol: float = 1e-7) -> VRVMClassState:
+                                   tol: float = 1e-7,
+                                   softmax_bound: str = "bohning") -> VRVMClassState:
     """Mean-field coordinate ascent for a proper Gamma prior (summary §§2, 5), every weight
     kept: ``q(w)``: ``S^-1 = <A> + Phi_s^T B(xi) Phi_s``, ``m = S Phi_s^T B z``;
     ``q(alpha_i) = Gamma(a + 1/2, b + <w_i^2> / 2)``; then ``xi`` (``psi``). The bound
@@ -364,7 +410,7 @@ def vrvm_classification_coordinate(Phi: np.ndarray, t: np.ndarray, n_classes: in
     changes by less than ``tol (1 + |L|)``. O(N M^2 + M^3) per sweep (M: every pair)."""
     Phi = np.asarray(Phi, dtype=float)
     N, M = Phi.shape
-    model = _bound_model(t, n_classes)
+    model = _bound_model(t, n_classes, softmax_bound)
     K = model.n_out
     Phi_s = model.design(Phi)
     P = Phi_s.shape[1]
@@ -385,7 +431,7 @@ def vrvm_classification_coordinate(Phi: np.ndarray, t: np.ndarray, n_classes: in
         bounds.append(expected_quadratic(z, b, c0, m_rows, v_rows)
                       + weight_bound_terms(prior, w2=w2, logdet_Sigma=np.linalg.slogdet(Sigma)[1],
                                            a_t=a_t, b_t=b_t))
-        xi = model.update(_logits(Phi[:, cols], cls, mu, K), m_rows, v_rows)
+        xi = model.update(_logits(Phi[:, cols], cls, mu, K), m_rows, v_rows, xi)
         if it > 1 and abs(bounds[-1] - bounds[-2]) < tol * (1 + abs(bounds[-1])):
             converged = True
             break
@@ -423,7 +469,8 @@ def _bound(state, z, b, c0, n_pairs: int) -> float:
 def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPrior | None = None,
                             max_iter: int = 10000, tol: float | None = None, draws: int = 500,
                             chains: int = 2, alpha_min: float = ALPHA_MIN,
-                            relevance: float = 1e-2) -> xr.DataTree:
+                            relevance: float = 1e-2,
+                            softmax_bound: str = "bohning") -> xr.DataTree:
     """Variational RVM posterior of an :class:`RVMClassification` (BT00 §4). Two classes:
     JJ bound; K > 2: Böhning's bound on the softmax (module docstring).
 
@@ -452,6 +499,9 @@ def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPri
         raise ValueError(f"alpha_min must be a number in [0, 1), got {alpha_min!r}")
     if not (np.isscalar(relevance) and 0 < relevance < 1):
         raise ValueError(f"relevance must be a number in (0, 1), got {relevance!r}")
+    if softmax_bound not in SOFTMAX_BOUNDS:
+        raise ValueError(f"softmax_bound must be one of {sorted(SOFTMAX_BOUNDS)}, got "
+                         f"{softmax_bound!r}")
     if prior is None:
         prior = problem.prior if problem.prior is not None else GammaPrior()
     if not isinstance(prior, GammaPrior):
@@ -467,10 +517,12 @@ def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPri
     with _blas_threads(problem.X.shape[0]):
         if flat:
             st = vrvm_classification(Phi, problem.t, K, alpha_min=float(alpha_min),
-                                     max_iter=int(max_iter), tol=tol or 1e-3)
+                                     max_iter=int(max_iter), tol=tol or 1e-3,
+                                     softmax_bound=softmax_bound)
         else:
             st = vrvm_classification_coordinate(Phi, problem.t, K, prior,
-                                                max_iter=int(max_iter), tol=tol or 1e-7)
+                                                max_iter=int(max_iter), tol=tol or 1e-7,
+                                                softmax_bound=softmax_bound)
     _check_bound(st.bound)
     for note in st.notes:
         warnings.warn(note, NumericalWarning, stacklevel=3)
@@ -517,7 +569,7 @@ def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPri
     dt.attrs.update(
         elbo=float(st.bound[-1]), bound_up_to_constant=int(not (prior.a > 0 and prior.b > 0)),
         prior=_prior_json(prior),
-        likelihood_bound="bohning" if softmax_model else "jaakkola-jordan",
+        likelihood_bound=softmax_bound if softmax_model else "jaakkola-jordan",
         hyperparameters="mean-field variational posterior (Bishop & Tipping 2000): w and "
                         "alpha are independent draws from q(w) q(alpha); pruned weights "
                         "have <alpha> = inf",
