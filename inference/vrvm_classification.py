@@ -276,8 +276,11 @@ def vrvm_classification(Phi: np.ndarray, t: np.ndarray, n_classes: int, *,
     convergence of ``xi`` and ``alpha``, at O(N M_t^2) per update instead of O(N M M_t))
     until the sequential loop has nothing to change on a fresh surrogate (``tol`` on
     ``ln alpha``, T&F §4.4) and the update raised the bound by less than
-    ``bound_rtol (1 + |L|)``. Converged when the next round over every candidate adds and
-    deletes nothing. ``check``: also record the bound by the collapsed formula.
+    ``bound_rtol (1 + |L|)``; there each ``xi`` update is also tried over-relaxed,
+    ``xi + omega (xi_new - xi)`` (``omega`` doubling up to ``OMEGA_MAX`` while it wins, reset
+    to 2 when it loses), and kept only if its bound is the higher (485 -> 110 updates on
+    breast cancer). Converged when the next round over every candidate adds and deletes
+    nothing. ``check``: also record the bound by the collapsed formula.
     """
     Phi = np.asarray(Phi, dtype=float)
     N, M = Phi.shape
@@ -341,7 +344,6 @@ class _Ascent:
         self.collapsed: list[float] = []
         self.xi = model.start(Phi_n.shape[0])
         self.it = 0
-        self.small_every = XI_EVERY
         self.omega = 2.0
 
     def __call__(self, state, pairs: np.ndarray, stop: str) -> bool:
@@ -355,7 +357,7 @@ class _Ascent:
             self.it += 1
             n_actions = 0
             done = switched = False
-            while n_actions < (XI_EVERY if stop == "quiet" else self.small_every):
+            while n_actions < XI_EVERY:
                 action, _gain, done = state.step(self.tol)
                 if done:
                     break
