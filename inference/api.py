@@ -30,6 +30,7 @@ FIT_METHODS: dict[str, dict[str, str]] = {
     "classification": {
         "evidence": "laplace:fit_fast",
         "evidence-mackay": "laplace:fit_mackay",
+        "vrvm": "vrvm_classification:fit_vrvm_classification",
         "advi": "pymc_fit:fit_advi",
         "fullrank_advi": "pymc_fit:fit_fullrank_advi",
         "nuts": "pymc_fit:fit_nuts",

@@ -21,7 +21,7 @@ from .evidence import check_basis
 from .numerics import gram_weight_posterior, one_blas_thread
 from .results import draw_gaussian, gaussian_log_likelihood, make_datatree
 
-__all__ = ["VRVMState", "vrvm", "vrvm_bound", "fit_vrvm", "gamma_entropy"]
+__all__ = ["VRVMState", "vrvm", "vrvm_bound", "weight_bound_terms", "fit_vrvm", "gamma_entropy"]
 
 LOG_2PI = np.log(2 * np.pi)
 PRUNE_RATIO = 1e12  # flat prior (b = 0): drop a basis once <alpha_i> / alpha_unit > this
@@ -48,23 +48,32 @@ def vrvm_bound(N: int, prior: GammaPrior, *, E_D: float, w2: np.ndarray, logdet_
     ``q(w) = N(mu, Sigma)``, ``q(alpha_i) = Gamma(a_t, b_t_i)``, ``q(beta) = Gamma(c_t, d_t)``
     (``beta_fixed`` instead when the noise is known). ``E_D = E||t - Phi w||^2`` and
     ``w2 = E[w_i^2]`` are taken under ``q(w)``. Improper priors drop their normalisers."""
-    a, b, c, d = prior.a, prior.b, prior.c, prior.d
-    M = w2.size
-    alpha = a_t / b_t
-    ln_alpha = digamma(a_t) - np.log(b_t)
+    c, d = prior.c, prior.d
     if beta_fixed is None:
         beta, ln_beta = c_t / d_t, digamma(c_t) - np.log(d_t)
     else:
         beta, ln_beta = beta_fixed, np.log(beta_fixed)
     bound = (0.5 * N * (ln_beta - LOG_2PI) - 0.5 * beta * E_D            # E ln p(t | w, beta)
-             + np.sum(0.5 * ln_alpha - 0.5 * alpha * w2) - 0.5 * M * LOG_2PI  # E ln p(w | a)
-             + M * _log_norm(a, b) + np.sum((a - 1) * ln_alpha - b * alpha)  # E ln p(alpha)
-             + 0.5 * logdet_Sigma + 0.5 * M * (1 + LOG_2PI)               # H[q(w)]
-             + np.sum(gamma_entropy(a_t, b_t)))                           # H[q(alpha)]
+             + weight_bound_terms(prior, w2=w2, logdet_Sigma=logdet_Sigma, a_t=a_t, b_t=b_t))
     if beta_fixed is None:
         bound += (_log_norm(c, d) + (c - 1) * ln_beta - d * beta          # E ln p(beta)
                   + gamma_entropy(c_t, d_t))                              # H[q(beta)]
     return float(bound)
+
+
+def weight_bound_terms(prior: GammaPrior, *, w2: np.ndarray, logdet_Sigma: float, a_t,
+                       b_t: np.ndarray) -> float:
+    """The weight and ``alpha`` part of the bound (summary §3), shared by regression and
+    classification: ``E ln p(w | alpha) + E ln p(alpha) + H[q(w)] + H[q(alpha)]`` for
+    ``q(w) = N(mu, Sigma)`` with ``w2 = E[w_i^2]`` and ``q(alpha_i) = Gamma(a_t, b_t_i)``."""
+    a, b = prior.a, prior.b
+    M = w2.size
+    alpha = a_t / b_t
+    ln_alpha = digamma(a_t) - np.log(b_t)
+    return float(np.sum(0.5 * ln_alpha - 0.5 * alpha * w2) - 0.5 * M * LOG_2PI  # E ln p(w|a)
+                 + M * _log_norm(a, b) + np.sum((a - 1) * ln_alpha - b * alpha)  # E ln p(a)
+                 + 0.5 * logdet_Sigma + 0.5 * M * (1 + LOG_2PI)               # H[q(w)]
+                 + np.sum(gamma_entropy(a_t, b_t)))                           # H[q(alpha)]
 
 
 @dataclass

@@ -208,3 +208,58 @@ fig.tight_layout()
 shown = [str(b) for b in post["posterior"]["basis"].values]
 pc = az.plot_forest(posts, var_names=["w"], coords={"basis": shown}, combined=True,
                     ci_probs=(0.5, 0.9))
+
+# %% [markdown]
+# ## 5. The variational RVM: a bound instead of the Laplace approximation
+#
+# `fit(..., "vrvm")` (Bishop & Tipping 2000 §4) keeps Tipping's flat hyperprior but treats
+# $w$ and $\alpha$ as random, with a factorised posterior $q(w)\,q(\alpha)$. The logistic
+# likelihood has no conjugate form, so it is replaced by the Jaakkola-Jordan lower bound
+# $\sigma(z) \ge \sigma(\xi) \exp\{(z - \xi)/2 - \lambda(\xi)(z^2 - \xi^2)\}$, one $\xi_n$
+# per point, updated in closed form to $\xi_n^2 = E[(\phi_n^\top w)^2]$. Every update raises
+# the lower bound on $\ln p(t)$ (left), and irrelevant weights are pruned exactly
+# ($\langle\alpha_i\rangle \to \infty$). $q(w)$ is Gaussian, so the predictive is the same
+# moderated output as for the Laplace fit; right: where the two disagree.
+
+# %%
+vr = fit(problem, "vrvm", seed=0)
+pv = predict(vr, X_test)
+elbo = vr["sample_stats"]["elbo"].values
+idx_v = vr["constant_data"]["centre_index"].values
+rv_v = idx_v[idx_v >= 0]
+print(f"VRVM: {rv_v.size} relevance vectors, error {100 * np.mean(pv.label != y_test):.1f}%, "
+      f"log loss {-np.mean(pv.logpdf(y_test)):.4f}; bound {elbo[0]:.2f} -> {elbo[-1]:.2f} in "
+      f"{elbo.size} updates, smallest step {np.diff(elbo).min():.2e}")
+Pv = predict(vr, G).proba[:, 1].reshape(g0.shape)
+fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+axes[0].plot(np.arange(1, elbo.size + 1), elbo, "C0.-")
+axes[0].set_xlabel("update of the variational parameters $\\xi$")
+axes[0].set_ylabel("lower bound (up to the flat prior's constant)")
+axes[0].set_title("the bound never decreases")
+im = axes[1].contourf(g0, g1, Pv - P, levels=21, cmap="RdBu_r", norm=CenteredNorm())
+axes[1].contour(g0, g1, P, levels=[0.5], colors="k")
+axes[1].contour(g0, g1, Pv, levels=[0.5], colors="C1", linestyles="--")
+axes[1].plot(*X[rv_v].T, "o", mfc="none", mec="C1", ms=12)
+fig.colorbar(im, ax=axes[1], label="vrvm - evidence")
+axes[1].set_title("p(class 1): VRVM - Laplace (boundaries: black evidence, orange VRVM)")
+fig.tight_layout()
+
+# %% [markdown]
+# Over the random subsets of section 3, the two agree closely (on 10 subsets: error 10.1%
+# for both, log loss 0.254 for the VRVM and 0.255 for the Laplace fit, 3.9 and 4.3
+# relevance vectors):
+
+# %%
+rows = []
+for s in range(N_SUBSETS):
+    sub = np.random.default_rng(100 + s).choice(X_all.shape[0], 100, replace=False)
+    prob_s = RVMClassification(X_all[sub], y_all[sub], kernel=GaussianKernel(WIDTH))
+    for method in ("evidence", "vrvm"):
+        p = fit(prob_s, method, seed=s, draws=10)
+        pr = predict(p, X_test)
+        rows.append({"subset": s, "method": method, "error %": 100 * np.mean(pr.label != y_test),
+                     "log loss": -np.mean(pr.logpdf(y_test)), "vectors": p.attrs["n_relevant"],
+                     "seconds": p.attrs["wall_time"]})
+table5 = pd.DataFrame(rows)
+print(table5.groupby("method")[["error %", "log loss", "vectors", "seconds"]].mean().round(3)
+      .to_string())
