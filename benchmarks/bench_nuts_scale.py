@@ -45,7 +45,7 @@ def nuts_row(name: str, problem, X_test, t_test, **options) -> dict:
 
 
 def boston(draws: int, chains: int) -> list[dict]:
-    X, t = datasets.load_boston()
+    X, t, _ = datasets.load_boston()
     rng = np.random.default_rng(0)
     idx = rng.permutation(t.size)
     tr, te = idx[:455], idx[455:]

@@ -76,7 +76,7 @@ class _Likelihood:
 
     def logits(self, Phi_act: np.ndarray, cls: np.ndarray, theta: np.ndarray) -> np.ndarray:
         """``F`` (N, n_out)."""
-        return _logits(Phi_act, cls, theta, self.n_out)
+        return pair_logits(Phi_act, cls, theta, self.n_out)
 
     def newton_terms(self, Phi_act: np.ndarray, cls: np.ndarray, F: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray]:
@@ -156,7 +156,7 @@ class _Softmax(_Likelihood):
         return 0.5 * np.einsum("nik,ni->nk", B, u)
 
 
-def _likelihood(t: np.ndarray, n_classes: int, softmax_model: bool):
+def likelihood_for(t: np.ndarray, n_classes: int, softmax_model: bool):
     return _Softmax(t, n_classes) if softmax_model else _Bernoulli(t)
 
 
@@ -165,7 +165,7 @@ def _likelihood(t: np.ndarray, n_classes: int, softmax_model: bool):
 # --------------------------------------------------------------------------------------------
 
 
-def _logits(Phi_act: np.ndarray, cls: np.ndarray, theta: np.ndarray, K: int) -> np.ndarray:
+def pair_logits(Phi_act: np.ndarray, cls: np.ndarray, theta: np.ndarray, K: int) -> np.ndarray:
     """``F[:, k] = Phi[:, pairs of class k] @ theta[pairs of class k]`` (N, K)."""
     if K == 1:
         return (Phi_act @ theta)[:, None]
@@ -319,7 +319,7 @@ def laplace_posterior(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, *,
     alpha = np.asarray(alpha, dtype=float)
     if softmax_model is None:
         softmax_model = alpha.ndim == 2
-    lik = _likelihood(t, n_classes, softmax_model)
+    lik = likelihood_for(t, n_classes, softmax_model)
     cols, cls, a = _pairs_from_alpha(alpha)
     lap = _mode(np.asarray(Phi, dtype=float)[:, cols], cls, lik, a, w0, gtol, max_iter)
     lap.cols = cols
@@ -359,7 +359,7 @@ def _evidence_dPhi(Phi_act: np.ndarray, cls: np.ndarray, lik, lap: Laplace) -> n
             Pn[:, :, k] = np.einsum("nkj,nj->nk", JS[:, :, sel], Phi_act[:, sel])
     c = lik.third(F, Pn)
     v = Sigma @ _pair_gradient(Phi_act, cls, c)
-    BJv = np.einsum("nkl,nl->nk", B, _logits(Phi_act, cls, v, K))
+    BJv = np.einsum("nkl,nl->nk", B, pair_logits(Phi_act, cls, v, K))
     rows = np.arange(P)
     E = (G[:, cls] * theta - BJS[:, cls, rows]
          - (c[:, cls] * theta + G[:, cls] * v - BJv[:, cls] * theta))
@@ -401,7 +401,7 @@ def _surrogate(Phi: np.ndarray, lik, F: np.ndarray, Phi2: np.ndarray | None = No
 
 
 @dataclass
-class _Fit:
+class ClassFit:
     cols: np.ndarray
     cls: np.ndarray
     alpha: np.ndarray
@@ -413,7 +413,7 @@ class _Fit:
     notes: list[str] = field(default_factory=list)
 
 
-def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -> _Fit:
+def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -> ClassFit:
     """Tipping & Faul's loop on the Laplace surrogate: one add / delete / re-estimate action
     (the largest gain in the surrogate evidence, PRML 7.118), then the mode is re-found by
     IRLS from the surrogate posterior mean and the surrogate rebuilt (T&F §4 step 10).
@@ -494,12 +494,12 @@ def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -
     if state.aligned:
         notes.append(f"{len(state.aligned)} candidate basis functions were skipped as "
                      "numerical duplicates of basis functions in the model")
-    return _Fit(cols, cls, alpha, lap, trace, converged, it,
+    return ClassFit(cols, cls, alpha, lap, trace, converged, it,
                 int(np.sum(alpha <= alpha_min * (1 + 1e-9))), notes)
 
 
 def _run_mackay(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, shared,
-                warm=None, alpha0: float = 1.0) -> _Fit:
+                warm=None, alpha0: float = 1.0) -> ClassFit:
     """Tipping (2001) §3: IRLS mode, then ``alpha_i = (gamma_i + 2a) / (w_i^2 + 2b)`` (eq. 16
     / 44) with ``gamma_i = 1 - alpha_i Sigma_ii`` (eq. 17); with ``shared`` one alpha per
     basis column over its K class weights, ``(sum_k gamma + 2a) / (sum_k w^2 + 2b)``.
@@ -545,7 +545,7 @@ def _run_mackay(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, shared,
     lap = _mode(Phi[:, cols], cls, lik, alpha, theta, gtol=1e-12)
     lap.cols = cols
     trace.append(lap.log_evidence)
-    return _Fit(cols, cls, alpha, lap, trace, converged, it,
+    return ClassFit(cols, cls, alpha, lap, trace, converged, it,
                 int(np.sum(alpha <= alpha_min * (1 + 1e-9))))
 
 
@@ -568,7 +568,7 @@ def _solve(problem, *, algorithm: str, softmax_model: bool, shared: bool, max_it
     ``max_outer`` rounds. (Without the gain rule the width crept ~1% per round, gaining
     ~1e-4 |L| each, to the round cap.)"""
     prior = problem.prior if problem.prior is not None else GammaPrior()
-    lik = _likelihood(problem.t, problem.n_classes, softmax_model)
+    lik = likelihood_for(problem.t, problem.n_classes, softmax_model)
     X = problem.X
     basis = problem.basis
     warm = None
@@ -680,14 +680,14 @@ def _width_objective(log_width, kernel, basis, X, lik, cols, cls, alpha, cache):
     return -lap.log_evidence, -grad
 
 
-def _blas_threads(n: int):
+def blas_threads_for(n: int):
     """One BLAS thread for problems below 2000 points: the algorithm makes thousands of
     calls on matrices of a few dozen rows, where OpenBLAS threads only add synchronisation
     (on a loaded 2-core machine a 5 x 100 triangular solve took 5 ms threaded, 10 us not)."""
     return one_blas_thread() if n < 2000 else contextlib.nullcontext()
 
 
-def _check_classes(problem) -> None:
+def check_classes(problem) -> None:
     counts = np.bincount(problem.t, minlength=problem.n_classes)
     single = problem.classes[counts == 1]
     if single.size:
@@ -696,7 +696,7 @@ def _check_classes(problem) -> None:
                       stacklevel=4)
 
 
-def _to_datatree(problem, basis, lik, lap: Laplace, res: _Fit, *, softmax_model, shared,
+def laplace_datatree(problem, basis, lik, lap: Laplace, res: ClassFit, *, softmax_model, shared,
                  seed, draws, chains, n_iter, trace, method) -> xr.DataTree:
     """Binary: ``w``, ``alpha`` on dim ``basis``; ``w`` is the logit weight of
     ``classes[1]``. Softmax: ``w``, ``alpha`` on dims (``basis``, ``class``) over the union of
@@ -798,8 +798,8 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, like
     if shared and algorithm == "fast":
         raise ValueError("alpha='shared' (one alpha per basis over the classes) has no "
                          "closed-form sequential update: use method='evidence-mackay'")
-    _check_classes(problem)
-    with _blas_threads(problem.X.shape[0]):
+    check_classes(problem)
+    with blas_threads_for(problem.X.shape[0]):
         basis, lik, lap, res, n_iter, notes, trace = _solve(
             problem, algorithm=algorithm, softmax_model=softmax_model, shared=shared,
             max_iter=int(max_iter), tol=float(tol), alpha_min=float(alpha_min))
@@ -815,7 +815,7 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, like
         warnings.warn(f"{method} did not converge in max_iter={max_iter} iterations; the "
                       "result is the last iterate (converged=False)", ConvergenceWarning,
                       stacklevel=3)
-    return _to_datatree(problem, basis, lik, lap, res, softmax_model=softmax_model,
+    return laplace_datatree(problem, basis, lik, lap, res, softmax_model=softmax_model,
                         shared=shared, seed=seed, draws=draws, chains=chains, n_iter=n_iter,
                         trace=trace, method=method)
 

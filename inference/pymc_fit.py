@@ -28,7 +28,7 @@ from sparsebayes.models.pymc_models import (
     regression_model,
 )
 
-from .laplace import _likelihood
+from .laplace import likelihood_for
 from .numerics import one_blas_thread
 from .results import gaussian_log_likelihood, make_datatree
 
@@ -153,7 +153,7 @@ def _assemble(problem, model, *, alpha, beta, w, extra_stats, attrs, rng) -> xr.
             extra = {}
             attrs["positive_class"] = str(problem.classes[1])
         softmax_model = F.ndim == 4  # (chain, draw, n, K); binary: (chain, draw, n)
-        lik = _likelihood(problem.t, problem.n_classes, softmax_model)
+        lik = likelihood_for(problem.t, problem.n_classes, softmax_model)
         loglik = lik.loglik(F if softmax_model else F[..., None])
     dt = make_datatree(problem, basis=basis, columns=columns, posterior=posterior,
                        log_likelihood=loglik, sample_stats=extra_stats, attrs=attrs, **extra)

@@ -44,16 +44,16 @@ from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning
 
 from .laplace import (
     ALPHA_MIN,
+    ClassFit,
     Laplace,
-    _blas_threads,
-    _Bounded,
-    _check_classes,
-    _chol,
-    _Fit,
-    _likelihood,
-    _logits,
-    _to_datatree,
+    blas_threads_for,
+    check_classes,
+    laplace_datatree,
+    likelihood_for,
+    pair_logits,
 )
+from .numerics import cholesky
+from .sequential import DenseProducts, Policy, SequentialSparseBayes
 from .vrvm import LOG_2PI, _prior_json, weight_bound_terms
 
 __all__ = ["jj_lambda", "jj_posterior", "vrvm_classification",
@@ -293,7 +293,7 @@ def vrvm_classification(Phi: np.ndarray, t: np.ndarray, n_classes: int, *,
     run = _Ascent(model, Phi_n, np.tile(np.arange(M), K), np.repeat(np.arange(K), M), M * K,
                   tol, bound_rtol, max_iter, check)
     z, b, _ = model.surrogate(model.start(N))
-    state = _Bounded(Phi_s, z, b, 0.0, 0.0, alpha_min=alpha_min)
+    state = _state(Phi_s, z, b, alpha_min)
     converged = False
     aligned = 0
     settled = False  # the last pass over the bases in the model converged
@@ -304,13 +304,11 @@ def vrvm_classification(Phi: np.ndarray, t: np.ndarray, n_classes: int, *,
             converged = quiet_first and settled
             break
         pairs = np.asarray(state.active)
-        small = _Bounded(Phi_s[:, pairs], state.t, state.b, 0.0, 0.0,
-                         active=list(range(pairs.size)), alpha=state.alpha,
-                         alpha_min=alpha_min)
+        small = _state(Phi_s[:, pairs], state.products.t, state.products.b, alpha_min,
+                       active=list(range(pairs.size)), alpha=state.alpha)
         settled = run(small, pairs, "bound")
-        state = _Bounded(Phi_s, small.t, small.b, 0.0, 0.0,
-                         active=list(pairs[small.active]), alpha=small.alpha,
-                         alpha_min=alpha_min)
+        state = _state(Phi_s, small.products.t, small.products.b, alpha_min,
+                       active=list(pairs[small.active]), alpha=small.alpha)
     act = np.asarray(state.active)
     order = np.lexsort((run.pair_col[act], run.pair_cls[act]))
     act = act[order]
@@ -329,6 +327,13 @@ def vrvm_classification(Phi: np.ndarray, t: np.ndarray, n_classes: int, *,
         H=H_n * np.outer(scale, scale), xi=run.xi, bound=np.asarray(run.bounds),
         collapsed=np.asarray(run.collapsed), converged=converged, n_iter=run.it,
         at_floor=int(np.sum(state.alpha <= alpha_min * (1 + 1e-9))), notes=notes)
+
+
+def _state(Phi_s, z, b, alpha_min, **start) -> SequentialSparseBayes:
+    """The sequential algorithm on the surrogate ``(Phi_s, z, b)`` with the Laplace loop's
+    policy (alpha floor, damped re-estimates)."""
+    return SequentialSparseBayes(Phi_s, z, b, policy=Policy(alpha_min=alpha_min, damped=True),
+                                 refresh_after_step=False, **start)
 
 
 class _Ascent:
@@ -364,9 +369,9 @@ class _Ascent:
                 n_actions += 1
                 switched |= action in ("add", "delete")
             act = np.asarray(state.active)
-            m_rows, v_rows = _row_moments(state.Phi[:, act], state.mu, state.Sigma)
+            m_rows, v_rows = _row_moments(state.products.Phi[:, act], state.mu, state.Sigma)
             p = pairs[act]
-            F = _logits(self.Phi_n[:, self.pair_col[p]], self.pair_cls[p], state.mu,
+            F = pair_logits(self.Phi_n[:, self.pair_col[p]], self.pair_cls[p], state.mu,
                         model.n_out)
             xi = model.update(F, m_rows, v_rows, self.xi)
             bound, sur = self._move(state, xi)
@@ -397,7 +402,7 @@ class _Ascent:
     def _move(self, state, xi):
         """The surrogate at ``xi``, ``q(w)`` for it, and the bound there."""
         z, b, c0 = self.model.surrogate(xi)
-        state.relinearise(state.Phi, z, b)
+        state.move_to(DenseProducts(state.products.Phi, z, b))
         return _bound(state, z, b, c0, self.n_pairs), (z, b, c0)
 
 
@@ -433,7 +438,7 @@ def vrvm_classification_coordinate(Phi: np.ndarray, t: np.ndarray, n_classes: in
         bounds.append(expected_quadratic(z, b, c0, m_rows, v_rows)
                       + weight_bound_terms(prior, w2=w2, logdet_Sigma=np.linalg.slogdet(Sigma)[1],
                                            a_t=a_t, b_t=b_t))
-        xi = model.update(_logits(Phi[:, cols], cls, mu, K), m_rows, v_rows, xi)
+        xi = model.update(pair_logits(Phi[:, cols], cls, mu, K), m_rows, v_rows, xi)
         if it > 1 and abs(bounds[-1] - bounds[-2]) < tol * (1 + abs(bounds[-1])):
             converged = True
             break
@@ -449,7 +454,7 @@ def _gaussian(Phi_s, z, b, alpha):
     Phi_s^T B z`` and ``H = Sigma^-1``."""
     H = Phi_s.T @ (b[:, None] * Phi_s)
     H[np.diag_indices_from(H)] += alpha
-    L = _chol(H)
+    L = cholesky(H)
     Sigma = cho_solve((L, True), np.eye(H.shape[0]), check_finite=False)
     return Sigma @ (Phi_s.T @ (b * z)), Sigma, H
 
@@ -459,7 +464,7 @@ def _bound(state, z, b, c0, n_pairs: int) -> float:
     state and ``q(alpha_i) = Gamma(1/2, 1 / (2 <alpha_i>))``; pruned weights add their
     limit ``PRUNED_TERM`` each."""
     act = np.asarray(state.active)
-    m_rows, v_rows = _row_moments(state.Phi[:, act], state.mu, state.Sigma)
+    m_rows, v_rows = _row_moments(state.products.Phi[:, act], state.mu, state.Sigma)
     w2 = state.mu**2 + np.diag(state.Sigma)
     logdet = np.linalg.slogdet(state.Sigma)[1]
     return (expected_quadratic(z, b, c0, m_rows, v_rows)
@@ -511,12 +516,12 @@ def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPri
     if problem.learn_width:
         raise NotImplementedError("vrvm classification does not learn the kernel width: "
                                   "use learn_width=False (or the evidence method)")
-    _check_classes(problem)
+    check_classes(problem)
     basis = problem.basis
     Phi = basis.design(problem.X)
     K = problem.n_classes
     flat = prior.a == 0 and prior.b == 0
-    with _blas_threads(problem.X.shape[0]):
+    with blas_threads_for(problem.X.shape[0]):
         if flat:
             st = vrvm_classification(Phi, problem.t, K, alpha_min=float(alpha_min),
                                      max_iter=int(max_iter), tol=tol or 1e-3,
@@ -538,15 +543,15 @@ def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPri
         warnings.warn(f"vrvm did not converge in max_iter={max_iter} iterations; the result "
                       "is the last iterate (converged=False)", ConvergenceWarning, stacklevel=3)
     softmax_model = K > 2
-    lik = _likelihood(problem.t, K, softmax_model)
-    L = _chol(st.H)
+    lik = likelihood_for(problem.t, K, softmax_model)
+    L = cholesky(st.H)
     lap = Laplace(theta=st.mu, alpha=st.alpha, cols=st.cols, cls=st.cls,
-                  F=_logits(Phi[:, st.cols], st.cls, st.mu, lik.n_out), L=L, loglik=np.nan,
+                  F=pair_logits(Phi[:, st.cols], st.cls, st.mu, lik.n_out), L=L, loglik=np.nan,
                   log_evidence=float(st.bound[-1]), gradient=np.zeros(st.mu.size),
                   n_iter=st.n_iter, converged=st.converged)
-    res = _Fit(st.cols, st.cls, st.alpha, lap, list(st.bound), st.converged, st.n_iter,
+    res = ClassFit(st.cols, st.cls, st.alpha, lap, list(st.bound), st.converged, st.n_iter,
                st.at_floor)
-    dt = _to_datatree(problem, basis, lik, lap, res, softmax_model=softmax_model, shared=False,
+    dt = laplace_datatree(problem, basis, lik, lap, res, softmax_model=softmax_model, shared=False,
                       seed=seed, draws=draws, chains=chains, n_iter=st.n_iter,
                       trace=st.bound, method="vrvm")
     # q(alpha_i) = Gamma(k, rate k / <alpha_i>): draws and parameters

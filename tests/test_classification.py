@@ -13,11 +13,11 @@ from scipy.special import expit, log_expit, logsumexp
 from sparsebayes.inference import fit, predict
 from sparsebayes.inference.class_predictive import moderated_bernoulli
 from sparsebayes.inference.laplace import (
-    _likelihood,
     _mode,
     _squarem_step,
     laplace_posterior,
     laplace_width_gradient,
+    likelihood_for,
 )
 from sparsebayes.models import (
     GammaPrior,
@@ -338,7 +338,7 @@ def _laplace_evidence_at_width(X, t, width, cols, alpha, K=1, cls=None):
     prob = RVMClassification(X, t, kernel=GaussianKernel(width))
     Phi = prob.design_matrix()[:, cols]
     cls = np.zeros(cols.size, int) if cls is None else cls
-    lik = _likelihood(t, max(K, 2), K > 1)
+    lik = likelihood_for(t, max(K, 2), K > 1)
     return _mode(Phi, cls, lik, alpha, gtol=1e-13), Phi, prob, lik
 
 

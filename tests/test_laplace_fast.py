@@ -10,9 +10,9 @@ import pytest
 from sparsebayes.inference.laplace import (
     _Bernoulli,
     _Likelihood,
-    _likelihood,
     _mode,
     _surrogate,
+    likelihood_for,
 )
 from sparsebayes.inference.sequential import DenseProducts, Policy, SequentialSparseBayes
 from sparsebayes.models import GaussianKernel, RVMClassification, datasets
@@ -29,7 +29,7 @@ def _problem(K):
         width = 1.0
     Phi = RVMClassification(X, y, kernel=GaussianKernel(width)).design_matrix()
     Phi /= np.linalg.norm(Phi, axis=0)
-    return Phi, _likelihood(y, K, K > 2)
+    return Phi, likelihood_for(y, K, K > 2)
 
 
 def _state(products, policy=None, **start):
