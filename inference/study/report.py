@@ -15,16 +15,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .study import (
-    CLASSIFICATION,
-    MANIFEST,
-    REGRESSION,
-    TABLE,
-    Cell,
-    DataSpec,
-    MethodSpec,
-    load_table,
-)
+from sparsebayes.models.datasets import CLASSIFICATION, REGRESSION, DataInfo
+
+from .cells import Cell
+from .specs import DataSpec, MethodSpec, spec_from_label
+from .storage import MANIFEST, TABLE, load_table
 
 __all__ = ["write_report", "paired_tests", "summary_table", "LOSSES"]
 
@@ -236,7 +231,7 @@ def _plot_posteriors(out: Path, data: DataSpec, methods, fig_path: Path) -> str 
     weights, ``log10 alpha`` and, for 1-D regression, the predictive bands)."""
     import xarray as xr
 
-    from .plots import plot_posteriors
+    from sparsebayes.inference.plots import plot_posteriors
 
     posts, arrays = {}, None
     for m in methods:
@@ -272,6 +267,19 @@ def _short(m: MethodSpec, methods) -> str:
     return head if len(same) == 1 else m.label
 
 
+def _data_spec(label: str, manifest: dict, table: pd.DataFrame) -> DataSpec:
+    """The data spec of a manifest label; the user's data from the manifest alone."""
+    digest = manifest.get("digests", {}).get(label)
+    if digest is None:
+        return DataSpec.parse(label)
+    name, _, _ = label.partition(":")
+    rows = table[table["dataset"] == label] if len(table) else table
+    task = rows["task"].iloc[0] if len(rows) else REGRESSION
+    info = DataInfo(name, task, "user", manifest.get("user_data", {}).get(label, name), 1.0,
+                    loader=None)
+    return DataSpec(name, (), digest, info)
+
+
 def _seed(out: Path) -> int:
     return int(json.loads((out / MANIFEST).read_text())["seed"])
 
@@ -289,8 +297,8 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
     if table is None:
         table = load_table(out)
     table.to_csv(out / TABLE, index=False)
-    data = [DataSpec.parse(d) for d in manifest["data"]]
-    methods = [MethodSpec.parse(m) for m in manifest["methods"]]
+    data = [_data_spec(d, manifest, table) for d in manifest["data"]]
+    methods = [spec_from_label(m) for m in manifest["methods"]]
     figdir = out / "figures"
     figdir.mkdir(exist_ok=True)
     for old in figdir.glob("*.png"):
