@@ -256,13 +256,16 @@ def missing_files(name: str, data_dir: str | os.PathLike | None = None) -> tuple
 
 @dataclass(frozen=True)
 class Split:
-    """One train/test split; ``truth`` (optional) is the noise-free function for 1-D plots."""
+    """One train/test split; ``truth`` (optional) is the noise-free function for 1-D plots;
+    ``train_index`` / ``test_index`` the rows of the data table, for splits of one table."""
 
     X_train: np.ndarray
     y_train: np.ndarray
     X_test: np.ndarray
     y_test: np.ndarray
     truth: Callable[[np.ndarray], np.ndarray] | None = None
+    train_index: np.ndarray | None = None
+    test_index: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -294,7 +297,8 @@ def standardise(split: Split, targets: bool) -> Split:
         tm, ts = y_tr.mean(), y_tr.std()
         ts = ts if ts > 0 else 1.0
         y_tr, y_te = (y_tr - tm) / ts, (y_te - tm) / ts
-    return Split((split.X_train - m) / s, y_tr, (split.X_test - m) / s, y_te)
+    return Split((split.X_train - m) / s, y_tr, (split.X_test - m) / s, y_te,
+                 train_index=split.train_index, test_index=split.test_index)
 
 
 def random_split(X, y, rng, test_fraction: float, n_train: int | None, folds: int | None,
@@ -320,7 +324,8 @@ def random_split(X, y, rng, test_fraction: float, n_train: int | None, folds: in
         test, train = np.sort(order[:n_test]), np.sort(order[n_test:])
     if n_train is not None:
         train = np.sort(rng.choice(train, size=min(int(n_train), train.size), replace=False))
-    return standardise(Split(X[train], y[train], X[test], y[test]), task == REGRESSION)
+    return standardise(Split(X[train], y[train], X[test], y[test], train_index=train,
+                             test_index=test), task == REGRESSION)
 
 
 def _sklearn_bunch(name: str):

@@ -72,8 +72,23 @@ def estimator_spec(source) -> MethodSpec:
                if k not in defaults or not _same(v, defaults[k])}
     options = {k: (v if isinstance(v, _SIMPLE) else repr(v).replace(":", ";").replace(",", ";"))
                for k, v in changed.items()}
-    return MethodSpec("sklearn", f"{cls.__module__}.{cls.__qualname__}",
-                      tuple(sorted(options.items())), estimator=source)
+    return MethodSpec("sklearn", _public_path(cls), tuple(sorted(options.items())),
+                      estimator=source)
+
+
+def _public_path(cls) -> str:
+    """``sklearn.ensemble.RandomForestRegressor`` rather than the defining private module
+    ``sklearn.ensemble._forest``: the shortest parent module that exports the class (so
+    the object and its spec string get one label)."""
+    parts = cls.__module__.split(".")
+    for k in range(1, len(parts) + 1):
+        module = ".".join(parts[:k])
+        try:
+            if getattr(importlib.import_module(module), cls.__name__, None) is cls:
+                return f"{module}.{cls.__name__}"
+        except ImportError:
+            continue
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _same(a, b) -> bool:

@@ -4,6 +4,7 @@ arrays), split and standardised as the built-in sets are."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import os
@@ -91,8 +92,9 @@ def read_file_spec(text: str) -> DataSpec:
                               "pyarrow")
         frame = pd.read_parquet(path)
     name = str(options.pop("name", path.stem))
-    return user_data((frame, str(options.pop("target"))), name=name,
+    spec = user_data((frame, str(options.pop("target"))), name=name,
                      source=f"file {path.resolve()}", **options)
+    return dataclasses.replace(spec, source=text.strip())
 
 
 def _infer_task(y: pd.Series) -> str:

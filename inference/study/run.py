@@ -35,7 +35,8 @@ class StudyConfig:
         digests = {d.label: d.digest for d in self.data if d.digest}
         if digests:  # the user's data: which values the cells were computed on
             out["digests"] = digests
-            out["user_data"] = {d.label: d.info.description for d in self.data if d.digest}
+            out["user_data"] = {d.label: {"description": d.info.description,
+                                          "spec": d.source} for d in self.data if d.digest}
         return out
 
     def cells(self, data_dir=None, figure_splits: int = 1,

@@ -78,12 +78,14 @@ class DataSpec:
     """A data set with its options, e.g. ``DataSpec.parse("sinc:n_train=50")``, or the
     user's data (``DataSpec.parse("mine.csv:target=y")``, :func:`~.data.user_data`): then
     ``user`` holds its :class:`~sparsebayes.models.datasets.DataInfo` and ``digest`` a hash
-    of its values (a changed file is not resumed from the old cells)."""
+    of its values (a changed file is not resumed from the old cells) and ``source`` the file
+    spec it was read from (empty for data given in Python)."""
 
     name: str
     options: tuple[tuple[str, Any], ...] = ()
     digest: str = ""
     user: DataInfo | None = field(default=None, compare=False, repr=False)
+    source: str = field(default="", compare=False)
 
     @classmethod
     def parse(cls, text: str | DataSpec) -> DataSpec:
