@@ -231,14 +231,24 @@ def _processes_with(marker: str) -> list[int]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
-def test_resume_after_kill_computes_only_missing_cells(tmp_path):
+@pytest.mark.parametrize("user", [False, True], ids=["built-in", "csv+estimator"])
+def test_resume_after_kill_computes_only_missing_cells(tmp_path, user):
     """Kill a running `sparsebayes study` half-way; re-running with --resume leaves the
     finished cells' files untouched and computes the rest; the table equals a clean run.
-    The killed study's pool workers exit by themselves (they used to wait forever)."""
+    The killed study's pool workers exit by themselves (they used to wait forever). The
+    same with the user's data (a CSV file) and a scikit-learn estimator baseline."""
     out = tmp_path / "res"
-    args = ["--data", "diabetes:n_train=80", "--methods", "rvm/evidence,svm,"
-            "rvm/evidence-mackay", "--splits", "6", "--out", str(out), "--n-jobs", "2",
-            "--no-progress", "--no-report"]
+    data, methods = "diabetes:n_train=80", "rvm/evidence,svm,rvm/evidence-mackay"
+    if user:
+        from sklearn.datasets import load_diabetes
+
+        X, y = load_diabetes(return_X_y=True, as_frame=True)
+        X.assign(target=y).to_csv(tmp_path / "mine.csv", index=False)
+        data = f"{tmp_path / 'mine.csv'}:target=target:n_train=80"
+        methods = "rvm/evidence,svm,sklearn=sklearn.ensemble.RandomForestRegressor:" \
+            "n_estimators=30"
+    args = ["--data", data, "--methods", methods, "--splits", "6", "--out", str(out),
+            "--n-jobs", "2", "--no-progress", "--no-report"]
     cmd = [sys.executable, "-m", "sparsebayes.inference.cli", "study", *args]
     tag = uuid.uuid4().hex
     marker = f"SPARSEBAYES_TEST_STUDY={tag}"
@@ -260,8 +270,7 @@ def test_resume_after_kill_computes_only_missing_cells(tmp_path):
     after = list(out.glob("cells/*/*/*.json"))
     assert len(after) == 18
     assert all(p.stat().st_mtime_ns == m for p, m in done.items())
-    clean = st.run_study("diabetes:n_train=80", "rvm/evidence,svm,rvm/evidence-mackay", 6,
-                         progress=False)
+    clean = st.run_study(data, methods, 6, progress=False)
     _compare(st.load_table(out), clean)
 
 
