@@ -97,7 +97,7 @@ def sinc2d(n: int, noise_sd: float = 0.1, seed: int | None = None, extent: float
 
 def friedman(n: int, kind: int = 1, seed: int | None = None, noise: float | None = None
              ) -> tuple[np.ndarray, np.ndarray]:
-    """Friedman's functions #1-#3 through scikit-learn's generators (Tipping App. E eqs.
+    """Friedman's functions #1-#3 through scikit-learn's generators (T01 App. E eqs.
     62-64). Default noise: sd 1 for #1; for #2 and #3 one third of the signal's sd."""
     from sklearn import datasets as skd
 

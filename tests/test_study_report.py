@@ -25,9 +25,10 @@ def report(tmp_path_factory) -> Path:
     rng = np.random.default_rng(1)
     X = rng.normal(size=(50, 1))
     y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=50)
-    st.run_study({"wave": (X, y)}, ["rvm/evidence", "svm",
-                                    "sklearn=sklearn.neighbors.KNeighborsRegressor"], 2, out,
-                 progress=False)
+    t = st.run_study({"wave": (X, y)}, ["rvm/evidence", "svm",
+                                        "sklearn=sklearn.neighbors.KNeighborsRegressor"], 2,
+                     out, progress=False)
+    assert (t["status"] == "ok").all(), t["error"].tolist()  # the figure inputs too
     return write_report(out)
 
 
@@ -39,6 +40,8 @@ def test_every_markdown_link_resolves(report):
     links = _md_links(report.read_text())
     assert "results.csv" in links and "figures/wave_summary.png" in links
     assert "figures/wave_predictive.png" in links  # 1-D regression: the bands
+    with np.load(next((report.parent / "cells").glob("wave*/svm*/split000.npz"))) as f:
+        assert f["grid_mean"].shape == (300,)  # svm's curve is drawn in the figure
     for link in links:
         assert (report.parent / link).is_file(), link
 

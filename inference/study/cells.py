@@ -218,7 +218,8 @@ def _run_baseline(cell: Cell, split: Split, widths, grid) -> tuple[dict, dict, n
     if grid is not None:
         gpred, _ = baseline_predictions(est, grid, task)
         if task == REGRESSION:
-            arrays["grid_mean"] = np.asarray(getattr(gpred, "mean", gpred), float)
+            mean = gpred if isinstance(gpred, np.ndarray) else gpred.mean
+            arrays["grid_mean"] = np.asarray(mean, float)
             if hasattr(gpred, "interval"):
                 arrays["grid_lo"], arrays["grid_hi"] = gpred.interval(0.95)
         elif hasattr(gpred, "proba"):

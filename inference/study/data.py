@@ -149,7 +149,8 @@ def user_data(data, *, name: str = "data", target: str | None = None,
                          f"got {name!r}")
     if isinstance(data, pd.DataFrame):
         if target is None:
-            raise ValueError(f"data {name!r}: a DataFrame needs target='COLUMN'")
+            raise ValueError(f"data {name!r}: a DataFrame needs its target column: give "
+                             f"(DataFrame, 'COLUMN') or user_data(frame, target='COLUMN')")
         data = (data, target)
     frame, y = _frame_and_target(data, name)
     bad = sorted(set(split_options) - set(_SPLIT_OPTIONS) - {"width"})

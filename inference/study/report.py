@@ -95,7 +95,7 @@ def summary_table(table: pd.DataFrame, dataset: str) -> pd.DataFrame:
 
 def paired_tests(table: pd.DataFrame, dataset: str, loss: str) -> pd.DataFrame:
     """Two-sided paired t-test p-values (``scipy.stats.ttest_rel``) across the splits both
-    methods finished, as in R&QC (2005) Table 1: the first row holds each method's mean loss;
+    methods finished, as in RQ05 Table 1: the first row holds each method's mean loss;
     row ``i``, column ``j > i`` the p-value for methods i and j."""
     sub = table[(table["dataset"] == dataset) & (table["status"] == "ok")]
     sub = sub[sub[loss].notna()] if loss in sub else sub.iloc[0:0]
