@@ -210,8 +210,8 @@ def _plot_boundary(out: Path, data: DataSpec, methods, table, fig_path: Path) ->
 
 
 def _plot_summary(table: pd.DataFrame, dataset: str, task: str, fig_path: Path) -> bool:
-    """Each method's per-split losses (dots) with their mean and its 95% t-interval over the
-    splits (bar), one panel per loss of :data:`LOSSES`."""
+    """Each method's per-split losses (ticks) with their mean and its 95% t-interval over
+    the ``n`` splits it finished (bar), one panel per loss of :data:`LOSSES`."""
     sub = table[(table["dataset"] == dataset) & (table["status"] == "ok")]
     losses = [(c, n, k) for c, n, k in LOSSES[task] if c in sub and sub[c].notna().any()]
     if not losses:
@@ -231,7 +231,9 @@ def _plot_summary(table: pd.DataFrame, dataset: str, task: str, fig_path: Path) 
             half = stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size) \
                 if v.size > 1 else 0.0
             ax.errorbar(mean, i, xerr=half, fmt="o", color=f"C{i}", capsize=4, lw=2)
-        ax.set_yticks(range(len(methods)), methods, fontsize=8)
+        counts = sub.groupby("method")["split"].nunique()
+        ax.set_yticks(range(len(methods)), [f"{m} (n={counts[m]})" for m in methods],
+                      fontsize=8)
         ax.set_ylim(len(methods) - 0.5, -0.5)
         ax.set_xlabel(name)
         ax.grid(axis="x", alpha=0.3)
