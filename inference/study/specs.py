@@ -41,7 +41,9 @@ def _parse_value(text: str) -> Any:
 def parse_spec(text: str, what: str) -> tuple[str, dict[str, Any]]:
     """``"name:key=value:..."`` -> ``(name, {key: value})`` (values cast to bool, None,
     int or float where they read as one)."""
-    if not isinstance(text, str) or not text.strip():
+    if not isinstance(text, str):
+        raise TypeError(f"a {what} spec must be a string, got {type(text).__name__} {text!r}")
+    if not text.strip():
         raise ValueError(f"empty {what} spec {text!r}")
     name, *pairs = text.strip().split(":")
     options: dict[str, Any] = {}
