@@ -13,6 +13,11 @@ Kinds (``predict(post, X, kind=...)``):
 * ``"plugin"`` — ``sigma(m)`` / ``softmax(m)`` at the posterior mean weights.
 * ``"samples"`` — average of the class probabilities over the posterior draws of ``w``
   (any method: VI, MCMC, or the Laplace draws of an evidence fit).
+
+Likelihood: T01 eq. 23 (Bernoulli-logistic) for two classes, the softmax of T01 eq. 28
+otherwise. The maths are pure functions of the design rows ``Phi`` and the posterior's
+arrays (:func:`moderated_log_proba`, :func:`plugin_log_proba`, :func:`samples_log_proba`);
+the ``predict_*`` functions are thin wrappers reading them from a DataTree.
 """
 
 from __future__ import annotations
@@ -24,13 +29,15 @@ import numpy as np
 import xarray as xr
 from scipy.special import log_expit, log_softmax, logsumexp
 
-from .predictive import check_new_inputs
-from .results import basis_from_posterior
+from .predictive import design
 
 __all__ = [
     "ClassPredictive",
     "moderated_bernoulli",
     "moderated_softmax",
+    "moderated_log_proba",
+    "plugin_log_proba",
+    "samples_log_proba",
     "predict_moderated",
     "predict_plugin",
     "predict_samples",
@@ -118,41 +125,53 @@ def _classes(post: xr.DataTree) -> np.ndarray:
 def _design(post: xr.DataTree, X_new) -> np.ndarray:
     if post.attrs.get("problem_kind") != "classification":
         raise TypeError("this predictive is for a classification posterior")
-    X_new = check_new_inputs(post, X_new)
-    basis, columns = basis_from_posterior(post)
-    return basis.design(X_new, columns=columns)
-
-
-def _moments(post: xr.DataTree, Phi: np.ndarray):
-    if "gaussian_posterior" not in post.children:
-        raise ValueError(
-            f"this kind needs a Gaussian weight posterior (evidence); this "
-            f"{post.attrs.get('method')!r} posterior has draws: use kind='samples'")
-    g = post["gaussian_posterior"]
-    mu, Sigma = g["mu"].values, g["Sigma"].values
-    if mu.ndim == 1:
-        m = Phi @ mu
-        s2 = np.einsum("ij,jk,ik->i", Phi, Sigma, Phi)
-        return m[:, None], s2[:, None, None]
-    M = Phi @ mu
-    P = np.einsum("ni,ikjl,nj->nkl", Phi, Sigma, Phi)
-    return M, P
+    return design(post, X_new)
 
 
 def _binary_columns(log_p1: np.ndarray, log_p0: np.ndarray) -> np.ndarray:
     return np.column_stack([log_p0, log_p1])
 
 
+def moderated_log_proba(Phi: np.ndarray, mu: np.ndarray, Sigma: np.ndarray) -> np.ndarray:
+    """Moderated log class probabilities (n, K) at the design rows ``Phi`` (n, M) for the
+    Gaussian weight posterior ``N(mu, Sigma)``: binary (``mu`` (M,), ``Sigma`` (M, M)) by
+    :func:`moderated_bernoulli`, softmax (``mu`` (M, K), ``Sigma`` (M, K, M, K)) by
+    :func:`moderated_softmax`."""
+    if mu.ndim == 1:
+        m, s2 = Phi @ mu, np.einsum("ij,jk,ik->i", Phi, Sigma, Phi)
+        return _binary_columns(moderated_bernoulli(m, s2), moderated_bernoulli(-m, s2))
+    return moderated_softmax(Phi @ mu, np.einsum("ni,ikjl,nj->nkl", Phi, Sigma, Phi))
+
+
+def plugin_log_proba(Phi: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``log sigma`` / ``log softmax`` of the logits ``Phi w`` at fixed weights ``w``."""
+    M = Phi @ w
+    if M.ndim == 1:
+        return _binary_columns(log_expit(M), log_expit(-M))
+    return log_softmax(M, axis=1)
+
+
+def samples_log_proba(Phi: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``log mean_s p(t | Phi w_s)`` over draws ``w`` (S, M) or (S, M, K)."""
+    S = w.shape[0]
+    if w.ndim == 2:
+        f = w @ Phi.T  # (S, n)
+        return _binary_columns(logsumexp(log_expit(f), axis=0) - np.log(S),
+                               logsumexp(log_expit(-f), axis=0) - np.log(S))
+    F = np.einsum("ni,sik->snk", Phi, w)
+    return logsumexp(log_softmax(F, axis=2), axis=0) - np.log(S)
+
+
 def predict_moderated(post: xr.DataTree, X_new) -> ClassPredictive:
     """Moderated class probabilities (see the module docstring)."""
     Phi = _design(post, X_new)
-    M, P = _moments(post, Phi)
-    if M.shape[1] == 1:
-        m, s2 = M[:, 0], P[:, 0, 0]
-        logp = _binary_columns(moderated_bernoulli(m, s2), moderated_bernoulli(-m, s2))
-    else:
-        logp = moderated_softmax(M, P)
-    return ClassPredictive(logp, _classes(post), "moderated")
+    if "gaussian_posterior" not in post.children:
+        raise ValueError(
+            f"this kind needs a Gaussian weight posterior (evidence); this "
+            f"{post.attrs.get('method')!r} posterior has draws: use kind='samples'")
+    g = post["gaussian_posterior"]
+    return ClassPredictive(moderated_log_proba(Phi, g["mu"].values, g["Sigma"].values),
+                           _classes(post), "moderated")
 
 
 def predict_plugin(post: xr.DataTree, X_new) -> ClassPredictive:
@@ -162,12 +181,7 @@ def predict_plugin(post: xr.DataTree, X_new) -> ClassPredictive:
         mu = post["gaussian_posterior"]["mu"].values
     else:
         mu = post["posterior"]["w"].mean(("chain", "draw")).values
-    M = Phi @ mu
-    if M.ndim == 1:
-        logp = _binary_columns(log_expit(M), log_expit(-M))
-    else:
-        logp = log_softmax(M, axis=1)
-    return ClassPredictive(logp, _classes(post), "plugin")
+    return ClassPredictive(plugin_log_proba(Phi, mu), _classes(post), "plugin")
 
 
 def predict_samples(post: xr.DataTree, X_new, max_draws: int = 2000) -> ClassPredictive:
@@ -178,13 +192,4 @@ def predict_samples(post: xr.DataTree, X_new, max_draws: int = 2000) -> ClassPre
     w = w.reshape(-1, *w.shape[2:])
     if w.shape[0] > max_draws:
         w = w[np.linspace(0, w.shape[0] - 1, max_draws).astype(int)]
-    S = w.shape[0]
-    if w.ndim == 2:
-        f = w @ Phi.T  # (S, n)
-        l1 = logsumexp(log_expit(f), axis=0) - np.log(S)
-        l0 = logsumexp(log_expit(-f), axis=0) - np.log(S)
-        logp = _binary_columns(l1, l0)
-    else:
-        F = np.einsum("ni,sik->snk", Phi, w)
-        logp = logsumexp(log_softmax(F, axis=2), axis=0) - np.log(S)
-    return ClassPredictive(logp, _classes(post), "samples")
+    return ClassPredictive(samples_log_proba(Phi, w), _classes(post), "samples")

@@ -1,14 +1,19 @@
 """Predictive distributions for regression: objects with ``mean``, ``var``, ``logpdf(y)``
 and ``interval(p)``, so every metric works on every method.
 
-* :class:`Predictive` — independent Gaussians (RVM eqs. 21-22, RVM*, GP at point
-  hyperparameters).
+* :class:`Predictive` — independent Gaussians (T01 eqs. 21-22, RVM* RQ05 eqs. 6-7, GP at
+  point hyperparameters).
 * :class:`MixturePredictive` — an equal-weight Gaussian mixture per test point, the exact
   predictive of a sample-based posterior (VI, MCMC, or hyperparameter draws).
 
 Kinds (``predict(post, X_new, kind=...)`` on a regression posterior): ``"rvm"``
 (:func:`predict_rvm`), ``"rvm*"`` (:func:`predict_rvm_star`, Rasmussen & Quiñonero-Candela
-2005), ``"samples"`` (:func:`predict_samples`).
+2005 = RQ05), ``"samples"`` (:func:`predict_samples`).
+
+The maths are pure functions of the design rows ``Phi`` (the basis functions at the test
+inputs) and the posterior's arrays (:func:`gaussian_predictive`, :func:`samples_predictive`,
+:func:`rvm_star_moments`); the ``predict_*`` functions are thin wrappers that read those
+arrays from a DataTree (:func:`design` builds ``Phi`` from the basis it stores).
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ __all__ = [
     "predict_rvm_star",
     "predict_samples",
     "rvm_star_moments",
+    "gaussian_predictive",
+    "samples_predictive",
+    "design",
     "check_new_inputs",
 ]
 
@@ -179,22 +187,41 @@ def check_new_inputs(post: xr.DataTree, X_new) -> np.ndarray:
     return X_new
 
 
+def design(post: xr.DataTree, X_new) -> np.ndarray:
+    """The design rows ``Phi`` (n, M) of the posterior's basis (the columns on its dim
+    ``basis``) at ``X_new``, rebuilt from the DataTree."""
+    X_new = check_new_inputs(post, X_new)
+    basis, columns = basis_from_posterior(post)
+    return basis.design(X_new, columns=columns)
+
+
+def gaussian_predictive(Phi: np.ndarray, mu: np.ndarray, Sigma: np.ndarray, beta: float
+                        ) -> Predictive:
+    """T01 eqs. 21-22: mean ``phi(x)^T mu``, variance ``1/beta + phi(x)^T Sigma phi(x)`` at
+    the design rows ``Phi`` (n, M), for the weight posterior ``N(mu, Sigma)`` and noise
+    precision ``beta``."""
+    var = 1.0 / float(beta) + np.einsum("ij,jk,ik->i", Phi, Sigma, Phi)
+    return Predictive(mean=Phi @ mu, var=var, kind="rvm")
+
+
+def samples_predictive(Phi: np.ndarray, w: np.ndarray, beta: np.ndarray
+                       ) -> MixturePredictive:
+    """The equal-weight mixture ``mean_s N(y | phi(x)^T w_s, 1/beta_s)`` over draws ``w``
+    (S, M) and ``beta`` (S,) at the design rows ``Phi`` (n, M)."""
+    return MixturePredictive(w @ Phi.T, (1.0 / np.asarray(beta, float))[:, None],
+                             kind="samples")
+
+
 def predict_rvm(post: xr.DataTree, X_new) -> Predictive:
-    """Tipping (2001) eqs. (21)-(22): mean ``phi(x)^T mu``, variance
-    ``1/beta + phi(x)^T Sigma phi(x)``, at the point hyperparameters."""
+    """T01 eqs. 21-22 at the point hyperparameters (:func:`gaussian_predictive`)."""
     if "gaussian_posterior" not in post.children:
         raise ValueError(
             f"kind='rvm' needs a Gaussian weight posterior (evidence or vrvm); this "
             f"{post.attrs.get('method')!r} posterior has draws: use kind='samples'"
         )
-    X_new = check_new_inputs(post, X_new)
     g = post["gaussian_posterior"]
-    basis, columns = basis_from_posterior(post)
-    Phi = basis.design(X_new, columns=columns)
-    mu, Sigma = g["mu"].values, g["Sigma"].values
-    mean = Phi @ mu
-    var = 1.0 / float(g["beta"]) + np.einsum("ij,jk,ik->i", Phi, Sigma, Phi)
-    return Predictive(mean=mean, var=var, kind="rvm")
+    return gaussian_predictive(design(post, X_new), g["mu"].values, g["Sigma"].values,
+                               float(g["beta"]))
 
 
 def _regression_posterior(post: xr.DataTree, kind: str) -> None:
@@ -232,13 +259,9 @@ def predict_samples(post: xr.DataTree, X_new, max_draws: int | None = 2000
     ``mean_s N(y | phi(x)^T w_s, 1/beta_s)`` over (at most ``max_draws``, evenly thinned)
     posterior draws of ``(w, beta)``."""
     _regression_posterior(post, "samples")
-    X_new = check_new_inputs(post, X_new)
-    basis, columns = basis_from_posterior(post)
-    Phi_new = basis.design(X_new, columns=columns)
     w, beta = _flat_draws(post, "w"), _beta_draws(post)
     keep = draw_index(w.shape[0], max_draws)
-    means = w[keep] @ Phi_new.T
-    return MixturePredictive(means, (1.0 / beta[keep])[:, None], kind="samples")
+    return samples_predictive(design(post, X_new), w[keep], beta[keep])
 
 
 def _kernel_diag(kernel, X: np.ndarray, chunk: int = 256) -> np.ndarray:
@@ -254,29 +277,29 @@ def _kernel_diag(kernel, X: np.ndarray, chunk: int = 256) -> np.ndarray:
 
 
 def _star_terms(Phi_new, P, Kt, kk, k_ss, mu, Sigma, beta, alpha_star):
-    """R&QC eqs. (4), (6)-(7) at a block of test points, given ``P = Phi^T phi_*``,
+    """RQ05 eqs. 4, 6-7 at a block of test points, given ``P = Phi^T phi_*``,
     ``Kt = phi_*^T t`` and ``kk = phi_*^T phi_*`` (one column / entry per test point)."""
-    m = Phi_new @ mu  # eq. (4)
+    m = Phi_new @ mu  # RQ05 eq. 4
     SPn = Sigma @ Phi_new.T
     v = 1.0 / beta + np.einsum("ij,ji->i", Phi_new, SPn)
     SP = Sigma @ P
-    q = beta * (Kt - P.T @ mu)  # eq. (7): phi_*^T (t - Phi mu) / sigma^2
-    e = k_ss - beta * np.einsum("ij,ji->i", Phi_new, SP)  # eq. (7)
-    s = beta * kk - beta**2 * np.einsum("ji,ji->i", P, SP)  # eq. (7), C^-1 by Woodbury
+    q = beta * (Kt - P.T @ mu)  # RQ05 eq. 7: phi_*^T (t - Phi mu) / sigma^2
+    e = k_ss - beta * np.einsum("ij,ji->i", Phi_new, SP)  # RQ05 eq. 7
+    s = beta * kk - beta**2 * np.einsum("ji,ji->i", P, SP)  # RQ05 eq. 7, C^-1 by Woodbury
     d = alpha_star + np.maximum(s, 0.0)
-    return m + e * q / d, v + e**2 / d  # eq. (6)
+    return m + e * q / d, v + e**2 / d  # RQ05 eq. 6
 
 
 def rvm_star_moments(Phi: np.ndarray, t: np.ndarray, mu: np.ndarray, Sigma: np.ndarray,
                      beta: float, Phi_new: np.ndarray, K_star: np.ndarray,
                      k_star_star: np.ndarray, alpha_star: float
                      ) -> tuple[np.ndarray, np.ndarray]:
-    """Augmented predictive mean and variance, R&QC (2005) eqs. (6)-(7).
+    """Augmented predictive mean and variance, RQ05 eqs. 6-7.
 
     Parameters
     ----------
     Phi : (N, M) training design of the model's basis functions; ``mu``, ``Sigma`` its
-        weight posterior (eqs. 12-13 / R&QC eq. 3) at noise precision ``beta``.
+        weight posterior (T01 eqs. 12-13 / RQ05 eq. 3) at noise precision ``beta``.
     Phi_new : (n, M) the same basis functions at the test inputs.
     K_star : (N, n) the new basis function of each test point, centred on it, at the
         training inputs (``phi_*``); ``k_star_star`` (n,) its value at its own centre.
@@ -293,13 +316,13 @@ def predict_rvm_star(post: xr.DataTree, X_new, alpha_star: float | None = None, 
                      use_draws: bool | None = None, max_draws: int | None = 500,
                      chunk: int = 1024) -> Predictive | MixturePredictive:
     """RVM* (Rasmussen & Quiñonero-Candela 2005): at each test input add one basis function
-    centred on it, with weight ``w_* ~ N(0, 1/alpha_star)``, and predict by eqs. (6)-(7).
+    centred on it, with weight ``w_* ~ N(0, 1/alpha_star)``, and predict by RQ05 eqs. 6-7.
 
-    ``alpha_star`` defaults to ``1 / var(t)`` of the training targets (R&QC §2.2). A
+    ``alpha_star`` defaults to ``1 / var(t)`` of the training targets (RQ05 §2.2). A
     posterior with a Gaussian weight group (evidence, VRVM) gives a :class:`Predictive`;
     one with draws of ``alpha`` and ``beta`` (NUTS, ADVI; or ``use_draws=True``) gives the
     mixture over (at most ``max_draws``) draws of the per-draw augmented predictive, with
-    ``mu``, ``Sigma`` recomputed for each draw by eqs. (12)-(13).
+    ``mu``, ``Sigma`` recomputed for each draw by T01 eqs. 12-13.
     """
     _regression_posterior(post, "rvm*")
     t = post["observed_data"]["t"].values

@@ -1,7 +1,7 @@
 """scikit-learn estimators backed by :func:`sparsebayes.inference.fit`.
 
 :class:`RVR` (regression, Tipping 2001 §2) and :class:`RVC` (classification, §3: Bernoulli
-for two classes, the multiclass softmax of eq. 28 otherwise — not one-vs-rest) follow the
+for two classes, the multiclass softmax of T01 eq. 28 otherwise — not one-vs-rest) follow the
 scikit-learn estimator contract: parameters stored unchanged by ``__init__`` and validated
 in ``fit``, input validation by :func:`sklearn.utils.validation.validate_data`, fitted
 attributes ending in ``_``. The full posterior is kept as ``posterior_`` (the ArviZ
@@ -41,7 +41,8 @@ from sparsebayes.models import (
 )
 
 from .api import PREDICT_KINDS, fit, predict
-from .predictive import Predictive
+from .class_predictive import moderated_log_proba, samples_log_proba
+from .predictive import gaussian_predictive, samples_predictive
 from .results import basis_from_posterior
 
 __all__ = ["RVR", "RVC"]
@@ -233,43 +234,27 @@ def _design(post: xr.DataTree, kernel, X: np.ndarray) -> np.ndarray:
     return basis.design(X, columns=columns)
 
 
-def _regression_predictive(post: xr.DataTree, Phi: np.ndarray) -> Predictive:
-    """Predictive at the design rows ``Phi``: eqs. (21)-(22) for a Gaussian weight
-    posterior, else the moments of the mixture over the posterior draws of ``w``, ``beta``."""
+def _regression_predictive(post: xr.DataTree, Phi: np.ndarray):
+    """Predictive at the design rows ``Phi``: T01 eqs. 21-22 for a Gaussian weight
+    posterior, else the mixture over the posterior draws of ``w``, ``beta``."""
     if "gaussian_posterior" in post.children:
         g = post["gaussian_posterior"]
-        mu, Sigma = g["mu"].values, g["Sigma"].values
-        var = 1.0 / float(g["beta"]) + np.einsum("ij,jk,ik->i", Phi, Sigma, Phi)
-        return Predictive(Phi @ mu, var, "rvm")
-    w = post["posterior"]["w"].values
-    F = w.reshape(-1, w.shape[-1]) @ Phi.T
-    noise = float(np.mean(1.0 / post["posterior"]["beta"].values))
-    return Predictive(F.mean(axis=0), F.var(axis=0) + noise, "samples")
+        return gaussian_predictive(Phi, g["mu"].values, g["Sigma"].values, float(g["beta"]))
+    return samples_predictive(Phi, _flat(post, "w"), _flat(post, "beta"))
 
 
 def _class_log_proba(post: xr.DataTree, Phi: np.ndarray) -> np.ndarray:
-    """Moderated log probabilities (:mod:`~sparsebayes.inference.class_predictive`) at the
-    design rows ``Phi`` for a Gaussian posterior, else the average over the draws of ``w``."""
-    from scipy.special import log_expit, log_softmax, logsumexp
-
-    from .class_predictive import moderated_bernoulli, moderated_softmax
-
+    """Moderated log probabilities at the design rows ``Phi`` for a Gaussian posterior,
+    else the average over the draws of ``w`` (:mod:`~sparsebayes.inference.class_predictive`)."""
     if "gaussian_posterior" in post.children:
         g = post["gaussian_posterior"]
-        mu, Sigma = g["mu"].values, g["Sigma"].values
-        if mu.ndim == 1:
-            m, s2 = Phi @ mu, np.einsum("ij,jk,ik->i", Phi, Sigma, Phi)
-            return np.column_stack([moderated_bernoulli(-m, s2), moderated_bernoulli(m, s2)])
-        P = np.einsum("ni,ikjl,nj->nkl", Phi, Sigma, Phi)
-        return moderated_softmax(Phi @ mu, P)
-    w = post["posterior"]["w"].values
-    w = w.reshape(-1, *w.shape[2:])
-    if w.ndim == 2:
-        f = w @ Phi.T
-        return np.column_stack([logsumexp(log_expit(-f), axis=0),
-                                logsumexp(log_expit(f), axis=0)]) - np.log(w.shape[0])
-    F = np.einsum("ni,sik->snk", Phi, w)
-    return logsumexp(log_softmax(F, axis=2), axis=0) - np.log(w.shape[0])
+        return moderated_log_proba(Phi, g["mu"].values, g["Sigma"].values)
+    return samples_log_proba(Phi, _flat(post, "w"))
+
+
+def _flat(post: xr.DataTree, name: str) -> np.ndarray:
+    v = post["posterior"][name].values
+    return v.reshape(-1, *v.shape[2:])
 
 
 class _RVMBase(BaseEstimator):
@@ -300,8 +285,8 @@ _PARAMS_DOC = """
     ----------
     kernel : {"rbf", "linear", "poly", "linear_spline"} or callable, default="rbf"
         Basis functions centred on the training inputs. "rbf" is Tipping's Gaussian
-        ``exp(-||x - c||^2 / width^2)`` (eq. 30; scikit-learn's ``gamma = 1 / width^2``);
-        "poly" is ``(x.c / n_features + coef0)^degree``; "linear_spline" is eq. (29) (one
+        ``exp(-||x - c||^2 / width^2)`` (T01 eq. 30; scikit-learn's ``gamma = 1 / width^2``);
+        "poly" is ``(x.c / n_features + coef0)^degree``; "linear_spline" is T01 eq. 29 (one
         feature only). A callable ``k(X, C) -> (n, m) array`` or a
         :class:`sparsebayes.models.Kernel` is used as it is.
     width : float, array of shape (n_features,) or None, default=None
@@ -372,7 +357,7 @@ class RVR(RegressorMixin, _RVMBase):
 """
         + _PARAMS_DOC
         + """    noise_sd : float or None, default=None
-        Noise standard deviation; ``None`` estimates it (eq. 18).
+        Noise standard deviation; ``None`` estimates it (T01 eq. 18).
 """
         + _ATTRS_DOC
         + """    beta_ : float
@@ -415,7 +400,7 @@ class RVR(RegressorMixin, _RVMBase):
 
     def predict(self, X, return_std: bool = False):
         """Predictive mean, and with ``return_std`` the predictive standard deviation
-        ``sqrt(1/beta + phi(x)^T Sigma phi(x))`` (eqs. 21-22; it includes the noise)."""
+        ``sqrt(1/beta + phi(x)^T Sigma phi(x))`` (T01 eqs. 21-22; it includes the noise)."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
         post = self.posterior_
@@ -434,7 +419,7 @@ class RVR(RegressorMixin, _RVMBase):
 class RVC(ClassifierMixin, _RVMBase):
     __doc__ = (
         """Relevance vector classification (Tipping 2001, §3) as a scikit-learn classifier:
-    Bernoulli-logit for two classes (eq. 23), one softmax model for K > 2 (eq. 28).
+    Bernoulli-logit for two classes (T01 eq. 23), one softmax model for K > 2 (T01 eq. 28).
 """
         + _PARAMS_DOC
         + _ATTRS_DOC
@@ -467,8 +452,9 @@ class RVC(ClassifierMixin, _RVMBase):
 
     def predict_log_proba(self, X) -> np.ndarray:
         """Log class probabilities: the moderated output for the Laplace (evidence)
-        posterior (MacKay's probit approximation for two classes; quasi-Monte Carlo over the
-        logits' Gaussian for the softmax), the average over draws otherwise."""
+        posterior (MacKay's probit approximation for two classes, its pairwise form for the
+        softmax; :mod:`~sparsebayes.inference.class_predictive`), the average over the
+        posterior draws of ``w`` otherwise."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
         post = self.posterior_

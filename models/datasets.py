@@ -5,7 +5,10 @@ shipped with the package."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -24,10 +27,21 @@ __all__ = [
     "load_kin40k",
     "load_usps",
     "available",
+    "catalogue",
+    "missing_files",
+    "random_split",
+    "standardise",
+    "DataInfo",
+    "Split",
     "GENERATORS",
     "IDA_SETS",
     "FILES",
+    "DATASETS",
+    "REGRESSION",
+    "CLASSIFICATION",
 ]
+
+REGRESSION, CLASSIFICATION = "regression", "classification"
 
 IDA_SETS = ("banana", "breast_cancer", "german", "heart", "image", "ringnorm", "titanic",
             "waveform")
@@ -83,7 +97,7 @@ def sinc2d(n: int, noise_sd: float = 0.1, seed: int | None = None, extent: float
 
 def friedman(n: int, kind: int = 1, seed: int | None = None, noise: float | None = None
              ) -> tuple[np.ndarray, np.ndarray]:
-    """Friedman's functions #1-#3 through scikit-learn's generators (Tipping App. E eqs.
+    """Friedman's functions #1-#3 through scikit-learn's generators (T01 App. E eqs.
     62-64). Default noise: sd 1 for #1; for #2 and #3 one third of the signal's sd."""
     from sklearn import datasets as skd
 
@@ -223,3 +237,239 @@ def available(data_dir: str | os.PathLike | None = None) -> dict[str, str]:
         missing = [f for f in files if not (d / f).is_file()]
         out[name] = str(d / files[0]) if not missing else f"missing: {missing[0]} in {d}"
     return out
+
+
+def missing_files(name: str, data_dir: str | os.PathLike | None = None) -> tuple[Path | None,
+                                                                              list[str]]:
+    """The data folder (``None`` if there is none) and the files of data set ``name``
+    (:data:`FILES`) not found there."""
+    files = FILES.get(name, ())
+    try:
+        d = globals()["data_dir"](data_dir)
+    except FileNotFoundError:
+        return None, list(files)
+    return d, [f for f in files if not (d / f).is_file()]
+
+
+# ---- train/test splits for comparison studies ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Split:
+    """One train/test split; ``truth`` (optional) is the noise-free function for 1-D plots;
+    ``train_index`` / ``test_index`` the rows of the data table, for splits of one table."""
+
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+    truth: Callable[[np.ndarray], np.ndarray] | None = None
+    train_index: np.ndarray | None = None
+    test_index: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class DataInfo:
+    """A data set known by name to the comparison study (:data:`DATASETS`).
+
+    ``width`` is the default Gaussian kernel width (Tipping's ``exp(-|x-c|^2/r^2)``) for RVM
+    and SVM; ``loader(rng, split, fold_seed, *, data_dir, **options)`` returns a
+    :class:`Split`; ``files`` (from :data:`FILES`) are read from the data directory;
+    ``max_splits`` bounds the splits when they are stored with the data (IDA realisations)."""
+
+    name: str
+    task: str
+    source: str  # "generator", "scikit-learn" (bundled, no network), "file" or "user"
+    description: str
+    width: float
+    loader: Callable[..., Split]
+    options: dict[str, Any] = field(default_factory=dict)
+    files: tuple[str, ...] = ()
+    max_splits: int | None = None
+
+
+def standardise(split: Split, targets: bool) -> Split:
+    """Inputs (and, if ``targets``, the targets) scaled by the training split's mean and sd."""
+    m, s = split.X_train.mean(0), split.X_train.std(0)
+    s = np.where(s > 0, s, 1.0)
+    y_tr, y_te = split.y_train, split.y_test
+    if targets:
+        tm, ts = y_tr.mean(), y_tr.std()
+        ts = ts if ts > 0 else 1.0
+        y_tr, y_te = (y_tr - tm) / ts, (y_te - tm) / ts
+    return Split((split.X_train - m) / s, y_tr, (split.X_test - m) / s, y_te,
+                 train_index=split.train_index, test_index=split.test_index)
+
+
+def random_split(X, y, rng, test_fraction: float, n_train: int | None, folds: int | None,
+                 split: int, fold_seed: int, task: str) -> Split:
+    """Split ``split`` of a data set without stored splits, standardised
+    (:func:`standardise`): the ``split``-th of ``folds`` folds (one shuffle per
+    ``fold_seed``), or a fresh random train/test partition drawn from ``rng``; ``n_train``
+    keeps a random subset of the training points."""
+    n = X.shape[0]
+    if folds is not None:
+        if not isinstance(folds, int) or not 2 <= folds <= n:
+            raise ValueError(f"folds must be an integer in [2, {n}], got {folds!r}")
+        if split >= folds:
+            raise ValueError(f"split {split} does not exist with folds={folds}")
+        order = np.random.default_rng(fold_seed).permutation(n)
+        test = np.sort(np.array_split(order, folds)[split])
+        train = np.setdiff1d(np.arange(n), test)
+    else:
+        if not 0 < test_fraction < 1:
+            raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction!r}")
+        order = rng.permutation(n)
+        n_test = max(1, int(round(test_fraction * n)))
+        test, train = np.sort(order[:n_test]), np.sort(order[n_test:])
+    if n_train is not None:
+        train = np.sort(rng.choice(train, size=min(int(n_train), train.size), replace=False))
+    return standardise(Split(X[train], y[train], X[test], y[test], train_index=train,
+                             test_index=test), task == REGRESSION)
+
+
+def _sklearn_bunch(name: str):
+    from sklearn import datasets as skd
+
+    return getattr(skd, f"load_{name}")(return_X_y=True)
+
+
+def _draw_seed(rng) -> int:
+    return int(rng.integers(2**31))
+
+
+def _split_diabetes(rng, split, fold_seed, *, test_fraction=0.2, n_train=None, folds=None,
+                    data_dir=None) -> Split:
+    X, y = _sklearn_bunch("diabetes")
+    return random_split(X, y.astype(float), rng, test_fraction, n_train, folds, split,
+                        fold_seed, REGRESSION)
+
+
+def _split_wdbc(rng, split, fold_seed, *, test_fraction=0.2, n_train=None, folds=None,
+                data_dir=None) -> Split:
+    X, y = _sklearn_bunch("breast_cancer")
+    return random_split(X, y, rng, test_fraction, n_train, folds, split, fold_seed,
+                        CLASSIFICATION)
+
+
+def _split_sinc(rng, split, fold_seed, *, n_train=100, n_test=1000, noise="gaussian",
+                noise_sd=None, data_dir=None) -> Split:
+    """Tipping (2001) §4.1 / App. E: ``n_train`` evenly spaced inputs on [-10, 10], a fresh
+    noise draw per split; test targets are noisy too (``n_test`` uniform inputs), so the
+    NLPD is defined; ``truth`` is the noise-free sinc for the report's figure. Raw units."""
+    X, t = sinc(int(n_train), noise=noise, noise_scale=noise_sd, seed=_draw_seed(rng))
+    Xs, ts = sinc(int(n_test), noise=noise, noise_scale=noise_sd, seed=_draw_seed(rng),
+                  evenly_spaced=False)
+    return Split(X, t, Xs, ts, truth=lambda g: sinc_function(np.asarray(g)[:, 0]))
+
+
+def _split_ripley_mixture(rng, split, fold_seed, *, n_train=100, n_test=1000,
+                          data_dir=None) -> Split:
+    """Fresh draws from Ripley's generating model per split (raw units, as Tipping's Fig. 3)."""
+    X, y = ripley_mixture(int(n_train), seed=_draw_seed(rng))
+    Xs, ys = ripley_mixture(int(n_test), seed=_draw_seed(rng))
+    return Split(X, y, Xs, ys)
+
+
+def _subset(rng, X, y, n_train):
+    if n_train is not None and int(n_train) < y.size:
+        keep = np.sort(rng.choice(y.size, size=int(n_train), replace=False))
+        return X[keep], y[keep]
+    return X, y
+
+
+def _split_ripley(rng, split, fold_seed, *, n_train=100, data_dir=None) -> Split:
+    """Ripley's files: a random ``n_train`` of the 250 training points per split (Tipping
+    2001 §4.2 used 100), tested on the 1000 test points; raw units."""
+    X, y = _subset(rng, *load_ripley("train", data_dir), n_train)
+    return Split(X, y, *load_ripley("test", data_dir))
+
+
+def _split_boston(rng, split, fold_seed, *, folds=10, test_fraction=0.05, n_train=None,
+                  data_dir=None) -> Split:
+    """Boston housing: R&QC (2005) 10-fold CV by default (``folds=None``: Tipping's random
+    481/25 splits with ``test_fraction=0.05``); inputs and targets standardised."""
+    X, y, _ = load_boston(data_dir)
+    return random_split(X, y, rng, test_fraction, n_train, folds, split, fold_seed,
+                        REGRESSION)
+
+
+def _split_ida(name: str) -> Callable[..., Split]:
+    def load(rng, split, fold_seed, *, n_train=None, data_dir=None) -> Split:
+        X, y, Xs, ys = load_ida(name, split, data_dir)
+        return Split(*_subset(rng, X, y, n_train), Xs, ys)  # Rätsch's files are normalised
+
+    return load
+
+
+DATASETS: dict[str, DataInfo] = {}
+
+
+def _register(info: DataInfo) -> None:
+    DATASETS[info.name] = info
+
+
+_register(DataInfo(
+    "sinc", REGRESSION, "generator",
+    "Tipping (2001) §4.1: sinc(x) on 100 evenly spaced x in [-10, 10] + N(0, 0.1^2) noise, "
+    "a new noise draw per split; 1000 noisy test points",
+    width=3.0, loader=_split_sinc,
+    options={"n_train": 100, "n_test": 1000, "noise": "gaussian", "noise_sd": None}))
+_register(DataInfo(
+    "ripley_mixture", CLASSIFICATION, "generator",
+    "Ripley's (1994) generating model (2-D, two Gaussians per class), 100 training points "
+    "(as Tipping's Fig. 3) and 1000 test points drawn afresh per split",
+    width=0.5, loader=_split_ripley_mixture, options={"n_train": 100, "n_test": 1000}))
+_register(DataInfo(
+    "ripley", CLASSIFICATION, "file",
+    "Ripley's synthetic data files: a random 100 of the 250 training points per split "
+    "(Tipping 2001 §4.2), the 1000 test points",
+    width=0.5, loader=_split_ripley, options={"n_train": 100}, files=FILES["ripley"]))
+_register(DataInfo(
+    "boston", REGRESSION, "file",
+    "Boston housing (506 x 13): R&QC (2005) 10-fold CV (folds=None: Tipping's random "
+    "481/25 splits), standardised",
+    width=5.0, loader=_split_boston,
+    options={"folds": 10, "test_fraction": 0.05, "n_train": None}, files=FILES["boston"]))
+# Gaussian widths r (exp(-|x-c|^2/r^2)): the RVM widths chosen by 5-fold CV in the DD2434
+# reproduction (Table 1) where given, else sqrt(d) (tune with the method option width=cv).
+_IDA_WIDTHS = {"banana": 0.7, "breast_cancer": 4.6, "german": 5.1, "heart": 4.2,
+               "image": 18**0.5, "ringnorm": 20**0.5, "titanic": 3**0.5,
+               "waveform": 21**0.5}
+for _name, _width in _IDA_WIDTHS.items():
+    _register(DataInfo(
+        _name, CLASSIFICATION, "file",
+        f"Rätsch's IDA benchmark '{_name}': the stored train/test realisations (Tipping 2001 "
+        "Table 2 averages the first 10)",
+        width=float(_width), loader=_split_ida(_name), options={"n_train": None},
+        files=FILES[_name], max_splits=9 if _name == "image" else 10))
+_register(DataInfo(
+    "diabetes", REGRESSION, "scikit-learn",
+    "scikit-learn's bundled diabetes data (442 x 10); random 80/20 splits, standardised",
+    width=5.0, loader=_split_diabetes,
+    options={"test_fraction": 0.2, "n_train": None, "folds": None}))
+_register(DataInfo(
+    "breast_cancer_wisconsin", CLASSIFICATION, "scikit-learn",
+    "scikit-learn's bundled Wisconsin diagnostic breast-cancer data (569 x 30); random "
+    "80/20 splits, standardised (not the IDA 'breast_cancer' set)",
+    width=8.0, loader=_split_wdbc,
+    options={"test_fraction": 0.2, "n_train": None, "folds": None}))
+
+
+def catalogue(data_dir: str | os.PathLike | None = None):
+    """Every data set of :data:`DATASETS` as a ``pandas.DataFrame``: task, source and (for
+    files) whether they are found in the data directory (``data_dir`` or
+    ``$SPARSEBAYES_DATA``)."""
+    import pandas as pd
+
+    rows = []
+    for info in DATASETS.values():
+        folder, missing = missing_files(info.name, data_dir) if info.files else (None, [])
+        rows.append({
+            "name": info.name, "task": info.task, "source": info.source,
+            "available": not missing,
+            "where": str(folder) if info.files and folder is not None else "",
+            "missing": ", ".join(missing),
+            "description": info.description,
+        })
+    return pd.DataFrame(rows)

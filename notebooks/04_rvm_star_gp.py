@@ -131,8 +131,8 @@ for name, p in [*rows.items(), ("GP", None)]:
 # At small size (2 folds) no p-value can be significant.
 
 # %%
-from sparsebayes.inference.report import paired_tests
 from sparsebayes.inference.study import MethodSpec, run_study
+from sparsebayes.inference.study.report import paired_tests
 
 FOLDS = 2 if SMALL else 10
 methods = {"RVM": "rvm/evidence:ard=true:learn_width=true",

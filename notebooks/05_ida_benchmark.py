@@ -41,8 +41,9 @@ import os
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from sparsebayes.inference.report import paired_tests
-from sparsebayes.inference.study import available_datasets, run_study
+from sparsebayes.inference.study import run_study
+from sparsebayes.inference.study.report import paired_tests
+from sparsebayes.models.datasets import catalogue
 
 SMALL = os.environ.get("SPARSEBAYES_SMALL") == "1"
 DATA = (["banana", "breast_cancer", "heart"] if SMALL else
@@ -50,7 +51,7 @@ DATA = (["banana", "breast_cancer", "heart"] if SMALL else
 SPLITS = 1 if SMALL else 10
 METHODS = ["rvm/evidence", "svm"] if SMALL else ["rvm/evidence:width=cv", "svm:width=cv"]
 
-found = available_datasets().set_index("name").loc[DATA, ["available", "where"]]
+found = catalogue().set_index("name").loc[DATA, ["available", "where"]]
 found
 
 # %%

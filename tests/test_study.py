@@ -25,8 +25,11 @@ from sklearn.metrics import mean_absolute_error, mean_squared_error
 from sparsebayes.inference import fit, predict
 from sparsebayes.inference import study as st
 from sparsebayes.inference.cli import main
-from sparsebayes.inference.report import paired_tests, write_report
+from sparsebayes.inference.study.cells import WIDTH_FACTORS
+from sparsebayes.inference.study.report import paired_tests, write_report
+from sparsebayes.inference.study.run import config as study_config
 from sparsebayes.models import GaussianKernel, RVMRegression
+from sparsebayes.models.datasets import DATASETS
 
 DATA = "diabetes:n_train=60"
 METHODS = "rvm/evidence,svm"
@@ -66,7 +69,7 @@ def test_spec_labels_round_trip():
     assert m.label == "rvm/nuts:chains=2:draws=300:learn_width=True"
     assert st.MethodSpec.parse(m.label) == m
     d = st.DataSpec.parse("diabetes:test_fraction=0.25")
-    assert st.DataSpec.parse(d.label) == d and d.width == st.DATASETS["diabetes"].width
+    assert st.DataSpec.parse(d.label) == d and d.width == DATASETS["diabetes"].width
 
 
 # ---------------------------------------------------------------------------- splits
@@ -106,7 +109,7 @@ def test_table_matches_direct_fits(tiny_table):
     t = tiny_table
     assert list(t["method"].unique()) == ["rvm/evidence", "svm"]
     assert (t["status"] == "ok").all() and len(t) == 4
-    width = st.DATASETS["diabetes"].width
+    width = DATASETS["diabetes"].width
     for split in (0, 1):
         s = st.load_split(DATA, split, seed=0)
         row = t[(t["split"] == split) & (t["method"] == "rvm/evidence")].iloc[0]
@@ -145,7 +148,7 @@ def test_classification_cell_matches_direct_fit():
     s = st.load_split(data, 0)
     cell = st.Cell(st.DataSpec.parse(data), 0, st.MethodSpec.parse("rvm/evidence"))
     post = fit(RVMClassification(s.X_train, s.y_train, kernel=GaussianKernel(
-        st.DATASETS["breast_cancer_wisconsin"].width)), "evidence", seed=cell.fit_seed)
+        DATASETS["breast_cancer_wisconsin"].width)), "evidence", seed=cell.fit_seed)
     p1 = predict(post, s.X_test).proba[:, 1]  # moderated output, the default
     assert row["n_relevant"] == post.attrs["n_relevant"]
     assert row["error_rate"] == pytest.approx(1 - accuracy_score(s.y_test, p1 > 0.5))
@@ -158,10 +161,10 @@ def test_width_by_cross_validation():
     t = st.run_study(DATA, "rvm/evidence:width=cv:cv=3,svm:width=cv,rvm/evidence-mackay", 1,
                      progress=False)
     assert (t["status"] == "ok").all(), t["error"].tolist()
-    grid = st.DATASETS["diabetes"].width * st.WIDTH_FACTORS
+    grid = DATASETS["diabetes"].width * WIDTH_FACTORS
     for w in t["width"].iloc[:2]:
         assert np.isclose(grid, w).any()
-    assert t["width"].iloc[2] == st.DATASETS["diabetes"].width
+    assert t["width"].iloc[2] == DATASETS["diabetes"].width
     bad = st.run_study(DATA, "rvm/evidence:width=cv:max_iter=0", 1, progress=False).iloc[0]
     assert bad["status"] == "failed"
 
@@ -190,7 +193,7 @@ def test_method_not_applicable_to_a_task_is_skipped(monkeypatch):
 
     monkeypatch.setitem(api.PREDICT_KINDS["regression"], "rvm*",
                         api.PREDICT_KINDS["regression"].get("rvm*", "predictive:predict_rvm"))
-    cfg = st._config(f"{DATA},breast_cancer_wisconsin", "svm,rvm*/evidence", 2, 0)
+    cfg = study_config(f"{DATA},breast_cancer_wisconsin", "svm,rvm*/evidence", 2, 0)
     cells, skipped = cfg.cells()
     assert sorted((c.data.name, c.method.label) for c in cells if c.split == 0) == [
         ("breast_cancer_wisconsin", "svm"), ("diabetes", "rvm*/evidence"), ("diabetes", "svm")]
@@ -228,14 +231,24 @@ def _processes_with(marker: str) -> list[int]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
-def test_resume_after_kill_computes_only_missing_cells(tmp_path):
+@pytest.mark.parametrize("user", [False, True], ids=["built-in", "csv+estimator"])
+def test_resume_after_kill_computes_only_missing_cells(tmp_path, user):
     """Kill a running `sparsebayes study` half-way; re-running with --resume leaves the
     finished cells' files untouched and computes the rest; the table equals a clean run.
-    The killed study's pool workers exit by themselves (they used to wait forever)."""
+    The killed study's pool workers exit by themselves (they used to wait forever). The
+    same with the user's data (a CSV file) and a scikit-learn estimator baseline."""
     out = tmp_path / "res"
-    args = ["--data", "diabetes:n_train=80", "--methods", "rvm/evidence,svm,"
-            "rvm/evidence-mackay", "--splits", "6", "--out", str(out), "--n-jobs", "2",
-            "--no-progress", "--no-report"]
+    data, methods = "diabetes:n_train=80", "rvm/evidence,svm,rvm/evidence-mackay"
+    if user:
+        from sklearn.datasets import load_diabetes
+
+        X, y = load_diabetes(return_X_y=True, as_frame=True)
+        X.assign(target=y).to_csv(tmp_path / "mine.csv", index=False)
+        data = f"{tmp_path / 'mine.csv'}:target=target:n_train=80"
+        methods = "rvm/evidence,svm,sklearn=sklearn.ensemble.RandomForestRegressor:" \
+            "n_estimators=30"
+    args = ["--data", data, "--methods", methods, "--splits", "6", "--out", str(out),
+            "--n-jobs", "2", "--no-progress", "--no-report"]
     cmd = [sys.executable, "-m", "sparsebayes.inference.cli", "study", *args]
     tag = uuid.uuid4().hex
     marker = f"SPARSEBAYES_TEST_STUDY={tag}"
@@ -257,8 +270,7 @@ def test_resume_after_kill_computes_only_missing_cells(tmp_path):
     after = list(out.glob("cells/*/*/*.json"))
     assert len(after) == 18
     assert all(p.stat().st_mtime_ns == m for p, m in done.items())
-    clean = st.run_study("diabetes:n_train=80", "rvm/evidence,svm,rvm/evidence-mackay", 6,
-                         progress=False)
+    clean = st.run_study(data, methods, 6, progress=False)
     _compare(st.load_table(out), clean)
 
 
@@ -314,7 +326,7 @@ def test_report_links_resolve(tmp_path):
                               consolidated=False).load()
     s = st.load_split(DATA, 0)
     direct = fit(RVMRegression(s.X_train, s.y_train, kernel=GaussianKernel(
-        st.DATASETS["diabetes"].width)), "evidence", seed=cell.fit_seed)
+        DATASETS["diabetes"].width)), "evidence", seed=cell.fit_seed)
     np.testing.assert_array_equal(stored["gaussian_posterior"]["mu"].values,
                                   direct["gaussian_posterior"]["mu"].values)
     assert not cell.path(out).with_name("split001.zarr").exists()
@@ -329,14 +341,14 @@ def test_cli_report_and_datasets(tmp_path, capsys):
     assert "holds no study" in capsys.readouterr().err
     assert main(["datasets"]) == 0
     text = capsys.readouterr().out
-    for name in st.DATASETS:
+    for name in DATASETS:
         assert name in text
     assert main(["study", "--data", "nope", "--out", str(tmp_path / "a")]) == 2
     assert "diabetes" in capsys.readouterr().err
 
 
 def test_missing_data_file_names_file_and_folder(tmp_path, monkeypatch):
-    files = [i for i in st.DATASETS.values() if i.files]
+    files = [i for i in DATASETS.values() if i.files]
     if not files:
         pytest.skip("no file-based data set registered")
     info = files[0]
@@ -387,7 +399,7 @@ def test_boston_folds_are_rqc_ten_fold_cv():
     s = st.load_split("boston", 0, data_dir=SHARED)
     np.testing.assert_allclose([s.y_train.mean(), s.y_train.std()], [0, 1], atol=1e-12)
     # the study asks for 12 splits, the data set has 10 folds: 10 cells
-    cells, _ = st._config("boston", "svm", 12, 0).cells()
+    cells, _ = study_config("boston", "svm", 12, 0).cells()
     assert len(cells) == 10
 
 
@@ -398,11 +410,11 @@ def test_default_study_is_what_the_cli_runs(monkeypatch, tmp_path):
 
     def fake_run(data, methods, splits, out, **kw):
         seen.update(data=data, methods=methods, splits=splits, out=out, **kw)
-        st._config(data, methods, splits, kw["seed"])  # the specs parse and can all run
+        study_config(data, methods, splits, kw["seed"])  # the specs parse and can all run
         return pd.DataFrame({"status": []})
 
     monkeypatch.setattr(st, "run_study", fake_run)
-    monkeypatch.setattr("sparsebayes.inference.report.write_report",
+    monkeypatch.setattr("sparsebayes.inference.study.report.write_report",
                         lambda out, table=None: out / "report.md")
     assert main(["study", "--out", str(tmp_path / "s"), "--no-progress"]) == 0
     assert seen["data"].split(",") == st.DEFAULT_STUDY["data"]
@@ -412,7 +424,7 @@ def test_default_study_is_what_the_cli_runs(monkeypatch, tmp_path):
     fits = {st.MethodSpec.parse(m).method for m in st.DEFAULT_STUDY["methods"]}
     assert {"evidence", "vrvm", "advi", "nuts"} <= fits
     families = {st.MethodSpec.parse(m).family for m in st.DEFAULT_STUDY["methods"]}
-    assert families == set(st.FAMILIES)
+    assert families == set(st.FAMILIES) - {"sklearn"}  # the user names the estimator
 
 
 def test_report_compares_posteriors_with_short_names(tmp_path):

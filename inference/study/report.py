@@ -1,13 +1,18 @@
-"""Markdown report of a comparison study: summary tables (mean ± sd over splits), paired
-t-tests as in Rasmussen & Quiñonero-Candela (2005) Table 1, and PNG figures (predictive
-bands for 1-D regression, decision boundaries with relevance vectors circled for 2-D
-classification, posterior comparison, sparsity vs error)."""
+"""Report of a comparison study, as Markdown (``report.md`` with PNG figures beside it) and
+as one self-contained HTML page (``report.html``, the same content with the figures and the
+table embedded as data: URIs): summary tables (mean ± sd over splits), paired t-tests as in
+RQ05 Table 1, and figures (each method's losses with 95% intervals per data set,
+predictive bands for 1-D regression, decision boundaries with relevance vectors circled for
+2-D classification, posterior comparison, sparsity vs error)."""
 
 from __future__ import annotations
 
+import base64
 import datetime
+import html
 import json
 import os
+import re
 import shlex
 from pathlib import Path
 
@@ -15,18 +20,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .study import (
-    CLASSIFICATION,
-    MANIFEST,
-    REGRESSION,
-    TABLE,
-    Cell,
-    DataSpec,
-    MethodSpec,
-    load_table,
-)
+from sparsebayes.models.datasets import CLASSIFICATION, REGRESSION, DataInfo
 
-__all__ = ["write_report", "paired_tests", "summary_table", "LOSSES"]
+from .cells import Cell
+from .specs import DataSpec, MethodSpec, spec_from_label
+from .storage import MANIFEST, TABLE, load_table
+
+__all__ = ["write_report", "write_html", "paired_tests", "summary_table", "LOSSES"]
 
 # per task: (column, heading, scale for display) of the losses compared by paired t-tests
 LOSSES = {
@@ -44,6 +44,8 @@ _SUMMARY = {
 _COMMON = [("n_relevant", "relevant vectors", 1.0), ("fit_seconds", "fit s", 1.0),
            ("divergences", "divergences", 1.0), ("max_rhat", "max R-hat", 1.0)]
 _DIGITS = {"n_relevant": 1, "fit_seconds": 2, "error_rate": 2}
+# losses a method without a predictive distribution cannot have (shown "n/a")
+PROBABILISTIC = ("nlpd", "coverage95", "log_loss", "brier")
 
 
 def _fmt(x: float, digits: int = 3) -> str:
@@ -70,7 +72,11 @@ def summary_table(table: pd.DataFrame, dataset: str) -> pd.DataFrame:
     for method, grp in sub.groupby("method", sort=False):
         ok = grp[grp["status"] == "ok"]
         row = {"method": f"`{method}`", "splits ok": f"{len(ok)}/{len(grp)}"}
+        point_only = "probabilistic" in ok and len(ok) and ok["probabilistic"].eq(0).all()
         for col, name, scale in _SUMMARY[task] + _COMMON:
+            if point_only and col in PROBABILISTIC:
+                row[name] = "n/a"
+                continue
             if col not in ok or ok[col].isna().all():
                 continue
             v = ok[col].to_numpy(float) * scale
@@ -89,7 +95,7 @@ def summary_table(table: pd.DataFrame, dataset: str) -> pd.DataFrame:
 
 def paired_tests(table: pd.DataFrame, dataset: str, loss: str) -> pd.DataFrame:
     """Two-sided paired t-test p-values (``scipy.stats.ttest_rel``) across the splits both
-    methods finished, as in R&QC (2005) Table 1: the first row holds each method's mean loss;
+    methods finished, as in RQ05 Table 1: the first row holds each method's mean loss;
     row ``i``, column ``j > i`` the p-value for methods i and j."""
     sub = table[(table["dataset"] == dataset) & (table["status"] == "ok")]
     sub = sub[sub[loss].notna()] if loss in sub else sub.iloc[0:0]
@@ -203,6 +209,42 @@ def _plot_boundary(out: Path, data: DataSpec, methods, table, fig_path: Path) ->
     return True
 
 
+def _plot_summary(table: pd.DataFrame, dataset: str, task: str, fig_path: Path) -> bool:
+    """Each method's per-split losses (ticks) with their mean and its 95% t-interval over
+    the ``n`` splits it finished (bar), one panel per loss of :data:`LOSSES`."""
+    sub = table[(table["dataset"] == dataset) & (table["status"] == "ok")]
+    losses = [(c, n, k) for c, n, k in LOSSES[task] if c in sub and sub[c].notna().any()]
+    if not losses:
+        return False
+    methods = list(dict.fromkeys(sub["method"]))
+    fig, axes = _figure(len(losses), width=4.0, height=0.5 + 0.42 * len(methods) + 0.6)
+    for ax, (col, name, scale) in zip(axes, losses):
+        for i, m in enumerate(methods):
+            v = sub.loc[sub["method"] == m, col].to_numpy(float) * scale
+            v = v[np.isfinite(v)]
+            if not v.size:
+                ax.text(0.5, i, "n/a", transform=ax.get_yaxis_transform(), ha="center",
+                        va="center", fontsize=8, color="0.4")
+                continue
+            ax.plot(v, np.full(v.size, i), "|", color=f"C{i}", alpha=0.5, ms=8)
+            mean = v.mean()
+            half = stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size) \
+                if v.size > 1 else 0.0
+            ax.errorbar(mean, i, xerr=half, fmt="o", color=f"C{i}", capsize=4, lw=2)
+        counts = sub.groupby("method")["split"].nunique()
+        ax.set_yticks(range(len(methods)), [f"{m} (n={counts[m]})" for m in methods],
+                      fontsize=8)
+        ax.set_ylim(len(methods) - 0.5, -0.5)
+        ax.set_xlabel(name)
+        ax.grid(axis="x", alpha=0.3)
+    for ax in axes[1:len(losses)]:
+        ax.tick_params(labelleft=False)
+    fig.suptitle(f"{dataset}: each split (ticks), mean and 95% t-interval over splits",
+                 fontsize=10)
+    fig.savefig(fig_path, dpi=100)
+    return True
+
+
 def _plot_sparsity(table: pd.DataFrame, fig_path: Path) -> bool:
     ok = table[(table["status"] == "ok") & table["n_relevant"].notna()]
     datasets = list(dict.fromkeys(ok["dataset"]))
@@ -236,7 +278,7 @@ def _plot_posteriors(out: Path, data: DataSpec, methods, fig_path: Path) -> str 
     weights, ``log10 alpha`` and, for 1-D regression, the predictive bands)."""
     import xarray as xr
 
-    from .plots import plot_posteriors
+    from sparsebayes.inference.plots import plot_posteriors
 
     posts, arrays = {}, None
     for m in methods:
@@ -266,10 +308,26 @@ def _plot_posteriors(out: Path, data: DataSpec, methods, fig_path: Path) -> str 
 
 
 def _short(m: MethodSpec, methods) -> str:
-    """``family/method`` without its options when that names one method of the study."""
+    """``family/method`` (an estimator's class name) without its options when that names one
+    method of the study."""
     head = m.family if m.method is None else f"{m.family}/{m.method}"
+    if m.family == "sklearn":
+        head = m.method.rpartition(".")[2]
     same = [x for x in methods if (x.family, x.method) == (m.family, m.method)]
     return head if len(same) == 1 else m.label
+
+
+def _data_spec(label: str, manifest: dict, table: pd.DataFrame) -> DataSpec:
+    """The data spec of a manifest label; the user's data from the manifest alone."""
+    digest = manifest.get("digests", {}).get(label)
+    if digest is None:
+        return DataSpec.parse(label)
+    name, _, _ = label.partition(":")
+    rows = table[table["dataset"] == label] if len(table) else table
+    task = rows["task"].iloc[0] if len(rows) else REGRESSION
+    note = manifest.get("user_data", {}).get(label, {}).get("description", name)
+    info = DataInfo(name, task, "user", note, 1.0, loader=None)
+    return DataSpec(name, (), digest, info)
 
 
 def _seed(out: Path) -> int:
@@ -289,8 +347,8 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
     if table is None:
         table = load_table(out)
     table.to_csv(out / TABLE, index=False)
-    data = [DataSpec.parse(d) for d in manifest["data"]]
-    methods = [MethodSpec.parse(m) for m in manifest["methods"]]
+    data = [_data_spec(d, manifest, table) for d in manifest["data"]]
+    methods = [spec_from_label(m) for m in manifest["methods"]]
     figdir = out / "figures"
     figdir.mkdir(exist_ok=True)
     for old in figdir.glob("*.png"):
@@ -311,19 +369,31 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
         "standardised on each training split (regression targets too), so regression losses "
         "are in units of the training sd. NLPD is the mean negative log predictive density, "
         "coverage the fraction of test targets inside the 95% predictive interval. "
-        "`svm` gives no predictive distribution (no NLPD or log loss); its vectors are "
-        "support vectors.",
+        "`svm`'s vectors are support vectors.",
         "",
     ]
+    if len(table) and "probabilistic" in table:
+        point = list(dict.fromkeys(table.loc[table["probabilistic"] == 0, "method"]))
+        if point:
+            lines += [f"{', '.join(f'`{m}`' for m in point)} give no predictive "
+                      "distribution (no `predict_proba` or `predict(X, return_std=True)`): "
+                      "their NLPD, coverage, log loss and Brier score are marked n/a.", ""]
     n_failed = int((table["status"] != "ok").sum()) if len(table) else 0
-    command = shlex.join(["sparsebayes", "study", "--data", ",".join(manifest["data"]),
+    user = manifest.get("user_data", {})
+    given = [user.get(d, {}).get("spec") or d for d in manifest["data"]]
+    command = shlex.join(["sparsebayes", "study", "--data", ",".join(given),
                           "--methods", ",".join(manifest["methods"]), "--splits",
                           str(manifest["splits"]), "--seed", str(manifest["seed"]), "--out",
                           str(out), "--resume"])
+    in_memory = [d for d in manifest["data"] if d in user and not user[d].get("spec")]
+    if in_memory:
+        command = (f"# {', '.join(in_memory)}: data given in Python; pass them again to "
+                   "run_study(..., resume=True)\n" + command)
     lines += [f"Cells finished: {len(table)} ({n_failed} failed). To reproduce or complete "
               "the study (finished cells are reused):", "", "```bash", command, "```", ""]
     short = {m.label: _short(m, methods) for m in methods}
-    renamed = [f"`{short[m.label]}`: {m.label.partition(':')[2].replace(':', ', ')}"
+    renamed = [f"`{short[m.label]}`: `{m.label}`" if m.family == "sklearn" else
+               f"`{short[m.label]}`: {m.label.partition(':')[2].replace(':', ', ')}"
                for m in methods if short[m.label] != m.label]
     if renamed:
         lines += ["Method options (tables show the short names): " + "; ".join(renamed) + ".",
@@ -344,6 +414,9 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
         lines += [f"Training size {first['n_train']:.0f}, test size {first['n_test']:.0f}, "
                   f"{first['n_features']:.0f} inputs.", "",
                   _markdown(summary_table(shown, d.label)), ""]
+        stem = d.label.replace(":", "_").replace("=", "")
+        if _plot_summary(shown, d.label, d.info.task, figdir / f"{stem}_summary.png"):
+            lines += [f"![losses with 95% intervals](figures/{stem}_summary.png)", ""]
         for col, name, scale in LOSSES[d.info.task]:
             if col not in sub or sub[col].isna().all():
                 continue  # the mean loss in the heading's unit (p-values do not change)
@@ -353,7 +426,6 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
             lines += [f"Paired t-tests, {name}: two-sided p-values over the common splits "
                       "(R&QC 2005 Table 1 layout; first row the mean loss).", "",
                       _markdown(pt.reset_index().rename(columns={"index": ""})), ""]
-        stem = d.label.replace(":", "_").replace("=", "")
         name = f"{stem}_predictive.png" if d.info.task == REGRESSION else \
             f"{stem}_boundary.png"
         plot = _plot_predictive if d.info.task == REGRESSION else _plot_boundary
@@ -382,4 +454,56 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
         lines += ["## Not run", "", _markdown(pd.DataFrame(skipped)), ""]
     path = out / "report.md"
     path.write_text("\n".join(lines))
+    write_html(out)
+    return path
+
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto;
+        padding: 0 1em; line-height: 1.45; color: #222; }}
+table {{ border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }}
+th, td {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }}
+th {{ background: #f2f2f2; }}
+tr:nth-child(even) td {{ background: #fafafa; }}
+img {{ max-width: 100%; height: auto; }}
+code {{ background: #f4f4f4; padding: 0 0.2em; }}
+pre {{ background: #f4f4f4; padding: 0.6em; overflow-x: auto; }}
+</style></head>
+<body>
+{body}
+</body></html>
+"""
+
+
+def _data_uri(path: Path, mime: str) -> str:
+    return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def write_html(out: str | os.PathLike) -> Path:
+    """``report.html``: ``report.md`` of the study in ``out`` rendered by markdown-it-py
+    (CommonMark and tables), every figure and ``results.csv`` embedded as a data: URI, so the
+    one file opens in any browser on its own."""
+    from markdown_it import MarkdownIt
+
+    out = Path(out)
+    md = (out / "report.md").read_text()
+    body = MarkdownIt("commonmark").enable("table").render(md)
+
+    def embed(match: re.Match) -> str:
+        attr, link = match.group(1), html.unescape(match.group(2))
+        target = out / link
+        if "://" in link or link.startswith("data:") or not target.is_file():
+            return match.group(0)
+        mime = {".png": "image/png", ".csv": "text/csv"}.get(target.suffix,
+                                                             "application/octet-stream")
+        extra = f' download="{html.escape(target.name)}"' if attr == "href" else ""
+        return f'{attr}="{_data_uri(target, mime)}"{extra}'
+
+    body = re.sub(r'(src|href)="([^"]+)"', embed, body)
+    path = out / "report.html"
+    path.write_text(_PAGE.format(title="Method comparison study", body=body))
     return path

@@ -1,0 +1,301 @@
+"""One cell of a study, (data set, split, method): load the split, fit, predict on the test
+inputs, score with :mod:`sparsebayes.inference.metrics`. Cells are independent and seeded
+from (study seed, data set, split, method) only, so every executor gives the same record."""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sparsebayes.models.datasets import CLASSIFICATION, REGRESSION, Split
+
+from . import storage
+from .data import load_split
+from .specs import BASELINES, FAMILIES, DataSpec, MethodSpec, seed_of
+
+__all__ = ["Cell", "run_cell", "score"]
+
+WIDTH_FACTORS = np.array([0.5, 0.7, 1.0, 1.4, 2.0])  # width=cv tries these x the default
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (data set, split, method) of a study; ``figures`` asks for the plot inputs and
+    the posterior to be returned as well."""
+
+    data: DataSpec
+    split: int
+    method: MethodSpec
+    seed: int = 0
+    data_dir: str | None = None
+    figures: bool = False
+    blas_threads: int | None = 1
+
+    @property
+    def key(self) -> dict[str, Any]:
+        """What a stored result must match to be reused."""
+        return storage.cell_key(self.data.label, self.split, self.method.label, self.seed,
+                                self.data.digest)
+
+    @property
+    def fit_seed(self) -> int:
+        return seed_of(self.seed, self.data.label, self.split, self.method.label)
+
+    def path(self, out: Path) -> Path:
+        return storage.cell_path(out, self.data.label, self.method.label, self.split)
+
+
+def score(pred, y, task: str) -> dict[str, float]:
+    """The table's losses of one cell by :mod:`sparsebayes.inference.metrics`: ``pred`` is a
+    predictive (Gaussian / mixture; class probabilities) or, for a method without one, the
+    array of predicted means / labels (then only the point losses)."""
+    from sparsebayes.inference import metrics
+
+    if task == REGRESSION:
+        out = {"mse": metrics.squared_error(pred, y), "rmse": metrics.rmse(pred, y),
+               "mae": metrics.mae(pred, y)}
+        if hasattr(pred, "logpdf"):
+            out.update(nlpd=metrics.nlpd(pred, y), coverage95=metrics.coverage(pred, y, 0.95))
+        return out
+    if not hasattr(pred, "proba"):
+        return {"error_rate": metrics.error_rate(pred, y, classes="labels")}
+    return {"error_rate": metrics.error_rate(pred, y), "log_loss": metrics.log_loss(pred, y),
+            "brier": metrics.brier_score(pred, y)}
+
+
+def _plot_grid(split: Split, task: str) -> np.ndarray | None:
+    """Inputs for the report's figures: a line for 1-D regression, a 2-D mesh for 2-D
+    classification; ``None`` otherwise."""
+    X = np.vstack([split.X_train, split.X_test])
+    lo, hi = X.min(0), X.max(0)
+    pad = 0.05 * (hi - lo)
+    if task == REGRESSION and X.shape[1] == 1:
+        return np.linspace(lo[0] - pad[0], hi[0] + pad[0], 300)[:, None]
+    if task == CLASSIFICATION and X.shape[1] == 2:
+        g0 = np.linspace(lo[0] - pad[0], hi[0] + pad[0], 120)
+        g1 = np.linspace(lo[1] - pad[1], hi[1] + pad[1], 120)
+        return np.stack(np.meshgrid(g0, g1), -1).reshape(-1, 2)
+    return None
+
+
+def _relevant_index(post) -> np.ndarray:
+    """Training indices of the relevance vectors: the kernel columns on dim ``basis`` when
+    the fit pruned the basis, else the ``n_relevant`` columns with the smallest posterior
+    mean ``alpha`` (for methods that keep every column, e.g. sampling)."""
+    idx = np.asarray(post["constant_data"]["centre_index"].values)
+    n_rel = int(post.attrs.get("n_relevant", idx.size))
+    keep = np.arange(idx.size)
+    if n_rel < idx.size and "alpha" in post["posterior"]:
+        alpha = post["posterior"]["alpha"].mean(("chain", "draw")).values
+        keep = np.argsort(alpha)[:n_rel]
+    sel = idx[keep]
+    return np.sort(sel[sel >= 0])
+
+
+def diagnostics(post) -> dict[str, float]:
+    """Divergences, max R-hat and min bulk ESS of a sampled posterior: the numbers the fit
+    stored in its attrs (computed by :func:`sparsebayes.inference.pymc_fit.diagnose`, over
+    the sampled variables), so the table and the result agree; a posterior with sampler
+    statistics but without those attrs is diagnosed by the same function."""
+    attrs = post.attrs
+    if "max_rhat" not in attrs:
+        stats = post["sample_stats"] if "sample_stats" in post.children else None
+        if stats is None or "diverging" not in stats:
+            return {}
+        from sparsebayes.inference.pymc_fit import diagnose
+
+        attrs = diagnose(post, warn=False)
+    return {"divergences": int(attrs["n_divergent"]), "max_rhat": float(attrs["max_rhat"]),
+            "min_ess_bulk": float(attrs["min_ess_bulk"])}
+
+
+def _rvm_problem(kind: str, X, y, width, opts: dict[str, Any]):
+    """The problem of an rvm/rvm*/gp cell; reads (and leaves) the runner options."""
+    from sparsebayes.models import GaussianKernel, RVMClassification, RVMRegression, as_kernel
+
+    if kind == "gp":
+        from sparsebayes.models import GPRegression
+
+        return GPRegression(X, y)
+    if "kernel" in opts:
+        kernel = as_kernel(opts["kernel"])
+    else:
+        kernel = GaussianKernel(np.full(X.shape[1], width) if opts.get("ard") else width)
+    common = {"kernel": kernel, "bias": bool(opts.get("bias", True)),
+              "learn_width": bool(opts.get("learn_width", False))}
+    if kind == "regression":
+        return RVMRegression(X, y, **common)
+    return RVMClassification(X, y, **common)
+
+
+def _cv_width(cell: Cell, kind: str, pkind, split: Split, widths, opts, fit_opts) -> float:
+    """T01 App. E's protocol: the kernel width with the best k-fold cross-validated loss on
+    the training split (mean NLPD for regression, log loss for classification)."""
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    from sparsebayes.inference.api import fit, predict
+
+    if cell.method.method not in ("evidence", "evidence-mackay", "vrvm"):
+        raise ValueError(f"width=cv refits {len(widths)} x {opts.get('cv', 5)} times: use it "
+                         f"with evidence, evidence-mackay or vrvm, not {cell.method.method!r} "
+                         "(or give a width, or learn_width=true)")
+    k = int(opts.get("cv", 5))
+    folds = (KFold if kind == "regression" else StratifiedKFold)(k, shuffle=True,
+                                                                 random_state=cell.fit_seed)
+    X, y = split.X_train, split.y_train
+    losses = []
+    for w in widths:
+        loss = 0.0
+        for tr, va in folds.split(X, y):
+            post = fit(_rvm_problem(kind, X[tr], y[tr], w, opts), cell.method.method,
+                       seed=cell.fit_seed, **fit_opts)
+            loss -= np.sum(predict(post, X[va], kind=pkind).logpdf(y[va]))
+        losses.append(loss / y.size)
+    return float(widths[int(np.argmin(losses))])
+
+
+def run_cell(cell: Cell) -> dict[str, Any]:
+    """Run one cell and return its record (never raises for a failing method: the record
+    has ``status="failed"`` and the error). With ``cell.figures`` the record also carries
+    ``"_arrays"`` (plot inputs) and ``"_posterior"`` (the DataTree)."""
+    from threadpoolctl import threadpool_limits
+
+    record: dict[str, Any] = {**cell.key, "task": cell.data.info.task, "status": "ok",
+                              "error": "", "fit_seed": cell.fit_seed}
+    pymc_log = logging.getLogger("pymc")  # its INFO lines would break the progress bar
+    level = pymc_log.level
+    pymc_log.setLevel(max(level, logging.WARNING))
+    with warnings.catch_warnings(record=True) as caught, \
+            threadpool_limits(limits=cell.blas_threads):
+        warnings.simplefilter("always")
+        try:
+            record.update(_run(cell))
+        except Exception as exc:  # a failing cell is a result, not a crash
+            record["status"] = "failed"
+            record["error"] = f"{type(exc).__name__}: {exc}"
+            record["traceback"] = traceback.format_exc(limit=20)
+        finally:
+            pymc_log.setLevel(level)
+    from sparsebayes.models import SparseBayesWarning
+
+    ours = [w for w in caught if issubclass(w.category, SparseBayesWarning)]
+    record["n_warnings"] = len(ours)
+    record["warnings"] = " | ".join(sorted({f"{w.category.__name__}: {w.message}"
+                                            for w in ours}))
+    return record
+
+
+def _run_baseline(cell: Cell, split: Split, widths, grid) -> tuple[dict, dict, np.ndarray]:
+    """An svm / sklearn cell: fit, predict, score; the record, plot arrays, support set."""
+    from .baselines import baseline_predictions, fit_svm, make_estimator
+
+    task = cell.data.info.task
+    out: dict[str, Any] = {}
+    start = time.perf_counter()
+    if cell.method.family == "svm":
+        est = fit_svm(cell.method, task, split, widths, cell.fit_seed)
+        out["width"] = float(1 / np.sqrt(est.gamma))
+    else:
+        est = make_estimator(cell.method, cell.fit_seed)
+        est.fit(split.X_train, split.y_train)
+    out["fit_seconds"] = time.perf_counter() - start
+    start = time.perf_counter()
+    pred, probabilistic = baseline_predictions(est, split.X_test, task)
+    out["predict_seconds"] = time.perf_counter() - start
+    out["probabilistic"] = int(probabilistic)
+    support = getattr(est, "support_", None)
+    out["n_relevant"] = int(support.size) if support is not None else np.nan
+    out["converged"] = 1
+    out.update(score(pred, split.y_test, task))
+    arrays: dict[str, np.ndarray] = {}
+    if grid is not None:
+        gpred, _ = baseline_predictions(est, grid, task)
+        if task == REGRESSION:
+            mean = gpred if isinstance(gpred, np.ndarray) else gpred.mean
+            arrays["grid_mean"] = np.asarray(mean, float)
+            if hasattr(gpred, "interval"):
+                arrays["grid_lo"], arrays["grid_hi"] = gpred.interval(0.95)
+        elif hasattr(gpred, "proba"):
+            arrays["grid_proba"] = np.asarray(gpred.proba)[:, -1]
+        else:
+            arrays["grid_label"] = np.asarray(gpred)
+            if hasattr(est, "decision_function"):
+                arrays["grid_score"] = est.decision_function(grid)
+    relevant = np.sort(support) if support is not None else np.array([], dtype=int)
+    return out, arrays, relevant
+
+
+def _run(cell: Cell) -> dict[str, Any]:
+    from sparsebayes.inference.api import fit, predict
+
+    task = cell.data.info.task
+    reason = cell.method.check(task)
+    if reason is not None:
+        raise ValueError(reason)
+    split = load_split(cell.data, cell.split, cell.seed, cell.data_dir)
+    out: dict[str, Any] = {"n_train": split.X_train.shape[0], "n_test": split.X_test.shape[0],
+                           "n_features": split.X_train.shape[1]}
+    opts = dict(cell.method.options)
+    opts.pop("splits", None)
+    width = opts.pop("width", cell.data.width) if cell.method.family != "sklearn" else 1.0
+    widths = cell.data.width * WIDTH_FACTORS if width == "cv" else np.array([float(width)])
+    grid = _plot_grid(split, task) if cell.figures else None
+    post = None
+
+    if cell.method.family in BASELINES:
+        res, arrays, relevant = _run_baseline(cell, split, widths, grid)
+        out.update(res)
+    else:
+        arrays = {}
+        kind, pkind = FAMILIES[cell.method.family][task]
+        pkind = opts.pop("predict", pkind)
+        runner = {k: opts.pop(k) for k in ("learn_width", "ard", "bias", "kernel", "cv")
+                  if k in opts}
+        start = time.perf_counter()
+        width = float(widths[0])
+        if widths.size > 1 and kind != "gp":
+            width = _cv_width(cell, kind, pkind, split, widths, runner, opts)
+        problem = _rvm_problem(kind, split.X_train, split.y_train, width, runner)
+        post = fit(problem, cell.method.method, seed=cell.fit_seed, **opts)
+        out["fit_seconds"] = time.perf_counter() - start
+        if "width" in post.attrs:  # the width used (learned by the evidence, if asked)
+            w = np.atleast_1d(np.asarray(post.attrs["width"], float))
+            out["width"] = float(w[0]) if w.size == 1 else float(np.exp(np.mean(np.log(w))))
+        elif kind != "gp":
+            out["width"] = float(width)
+        start = time.perf_counter()
+        pred = predict(post, split.X_test, kind=pkind)
+        out["predict_seconds"] = time.perf_counter() - start
+        out["probabilistic"] = 1
+        # a GP keeps every training point: no relevance vectors to count (NaN, shown "–")
+        n_rel = int(post.attrs.get("n_relevant", -1))  # the GP's attrs say -1
+        out["n_relevant"] = n_rel if n_rel >= 0 else np.nan
+        out["converged"] = int(post.attrs.get("converged", 1))
+        if "log_evidence" in post.attrs:
+            out["log_evidence"] = float(post.attrs["log_evidence"])
+        out.update(diagnostics(post))
+        out.update(score(pred, split.y_test, task))
+        relevant = _relevant_index(post) if kind != "gp" else np.array([], dtype=int)
+        if grid is not None:
+            gp_ = predict(post, grid, kind=pkind)
+            if task == REGRESSION:
+                lo, hi = gp_.interval(0.95)
+                arrays.update(grid_mean=gp_.mean, grid_lo=lo, grid_hi=hi)
+            else:
+                arrays["grid_proba"] = np.asarray(gp_.proba)[:, -1]
+    if grid is not None:
+        arrays.update(grid=grid, X_train=split.X_train, y_train=split.y_train,
+                      relevant=relevant)
+        if split.truth is not None:
+            arrays["grid_truth"] = split.truth(grid)
+        out["_arrays"] = arrays
+    if post is not None and cell.figures:
+        out["_posterior"] = post
+    return out

@@ -1,0 +1,207 @@
+"""The study's data: seeded splits of the built-in sets (:data:`sparsebayes.models.datasets.
+DATASETS`, the one registry) and of the user's own data (a CSV / Parquet file, a DataFrame or
+arrays), split and standardised as the built-in sets are."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.util
+import os
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sparsebayes.models.datasets import (
+    CLASSIFICATION,
+    REGRESSION,
+    DataInfo,
+    Split,
+    missing_files,
+    random_split,
+)
+
+from .specs import DataSpec, parse_spec, seed_of
+
+__all__ = ["load_split", "user_data", "check_files"]
+
+FILE_SUFFIXES = (".csv", ".parquet", ".pq")
+# options of the user's data: how to read it, and how to split it (as diabetes)
+_READ_OPTIONS = ("target", "task", "name")
+_SPLIT_OPTIONS = {"test_fraction": 0.2, "n_train": None, "folds": None}
+# a numeric target with integer values and at most this many of them is a class label
+MAX_INFERRED_CLASSES = 20
+
+
+def load_split(data: str | DataSpec, split: int, seed: int = 0,
+               data_dir: str | os.PathLike | None = None) -> Split:
+    """Split number ``split`` (0-based) of a data set; the same for every method and every
+    executor (seeded from ``seed``, the data label and ``split``)."""
+    spec = DataSpec.parse(data)
+    info = spec.info
+    if not isinstance(split, int | np.integer) or split < 0:
+        raise ValueError(f"split must be a non-negative integer, got {split!r}")
+    if info.max_splits is not None and split >= info.max_splits:
+        raise ValueError(f"{spec.name} has {info.max_splits} stored splits; split {split} "
+                         f"does not exist")
+    options = {k: v for k, v in spec.options if k != "width"}
+    rng = np.random.default_rng(seed_of(seed, spec.label, split))
+    return info.loader(rng, int(split), seed_of(seed, spec.label, "folds"),
+                       data_dir=data_dir, **options)
+
+
+def check_files(specs, data_dir) -> None:
+    """``FileNotFoundError`` naming the file and the folder for a data set whose files are
+    missing (before any cell runs)."""
+    for d in specs:
+        if d.user is not None or not d.info.files:
+            continue
+        folder, missing = missing_files(d.name, data_dir)
+        if missing:
+            where = "no data directory" if folder is None else f"not found in {folder.resolve()}"
+            raise FileNotFoundError(f"data set {d.name!r} needs {missing}, {where} (set "
+                                    "--data-dir or $SPARSEBAYES_DATA)")
+
+
+# --------------------------------------------------------------------------------------
+# the user's data
+# --------------------------------------------------------------------------------------
+def is_file_spec(text: str) -> bool:
+    head = text.strip().split(":", 1)[0] if isinstance(text, str) else ""
+    return head.lower().endswith(FILE_SUFFIXES)
+
+
+def read_file_spec(text: str) -> DataSpec:
+    """``PATH.csv:target=COLUMN[:task=classification][:test_fraction=..]`` -> a
+    :class:`DataSpec` of the file's data, named after the file's stem (or ``name=``)."""
+    path, options = parse_spec(text, "data")
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"data file {str(path)!r} not found (in {Path.cwd()})")
+    if "target" not in options:
+        raise ValueError(f"data spec {text!r} needs the target column: "
+                         f"{path}:target=COLUMN")
+    if path.suffix.lower() == ".csv":
+        frame = pd.read_csv(path)
+    else:
+        if not any(importlib.util.find_spec(m) for m in ("pyarrow", "fastparquet")):
+            raise ImportError(f"reading {path.name} needs a Parquet engine: pip install "
+                              "pyarrow")
+        frame = pd.read_parquet(path)
+    name = str(options.pop("name", path.stem))
+    spec = user_data((frame, str(options.pop("target"))), name=name,
+                     source=f"file {path.resolve()}", **options)
+    return dataclasses.replace(spec, source=text.strip())
+
+
+def _infer_task(y: pd.Series) -> str:
+    if not pd.api.types.is_numeric_dtype(y) or pd.api.types.is_bool_dtype(y):
+        return CLASSIFICATION
+    values = y.to_numpy(dtype=float)
+    if np.all(values == np.round(values)) and np.unique(values).size <= MAX_INFERRED_CLASSES:
+        return CLASSIFICATION
+    return REGRESSION
+
+
+def _frame_and_target(source, name: str) -> tuple[pd.DataFrame, pd.Series]:
+    if isinstance(source, tuple) and len(source) == 2 and isinstance(source[0], pd.DataFrame):
+        frame, target = source
+        if not isinstance(target, str):
+            raise TypeError(f"data {name!r}: give (DataFrame, target column name), got a "
+                            f"{type(target).__name__} as the target")
+        if target not in frame.columns:
+            raise ValueError(f"data {name!r}: unknown target column {target!r}; columns: "
+                             f"{[str(c) for c in frame.columns]}")
+        return frame.drop(columns=[target]), frame[target]
+    if isinstance(source, tuple) and len(source) == 2:
+        X, y = source
+        X = pd.DataFrame(np.asarray(X) if not isinstance(X, pd.DataFrame) else X)
+        if X.ndim != 2:
+            raise ValueError(f"data {name!r}: X must be 2-D")
+        X.columns = [str(c) for c in X.columns]
+        y = pd.Series(np.asarray(y).reshape(-1) if not isinstance(y, pd.Series) else y,
+                      name="y")
+        if len(y) != len(X):
+            raise ValueError(f"data {name!r}: X has {len(X)} rows, y has {len(y)}")
+        return X.reset_index(drop=True), y.reset_index(drop=True)
+    raise TypeError(f"data {name!r} must be (X, y), (DataFrame, target column) or a file "
+                    f"spec 'PATH.csv:target=COLUMN', got {type(source).__name__}")
+
+
+def user_data(data, *, name: str = "data", target: str | None = None,
+              task: str | None = None, source: str = "", **split_options: Any) -> DataSpec:
+    """The user's data as a study data set: ``data`` is ``(X, y)``, ``(DataFrame, target
+    column)``, a DataFrame with ``target=`` or a file spec ``"PATH.csv:target=COLUMN"``.
+
+    The task is ``task`` or inferred from the target (non-numeric, boolean, or at most
+    :data:`MAX_INFERRED_CLASSES` integer values: classification; else regression); class
+    labels are coded 0..K-1 in sorted order. Splits as for scikit-learn's bundled sets:
+    random ``test_fraction=0.2`` splits (or ``folds=k``), ``n_train`` subsets, inputs (and
+    regression targets) standardised by the training split. Missing values and non-numeric
+    inputs raise ``ValueError`` naming the columns."""
+    if isinstance(data, str | os.PathLike):
+        return read_file_spec(str(data))
+    if not isinstance(name, str) or not name or ":" in name or "," in name:
+        raise ValueError(f"data set name must be a non-empty string without ':' or ',', "
+                         f"got {name!r}")
+    if isinstance(data, pd.DataFrame):
+        if target is None:
+            raise ValueError(f"data {name!r}: a DataFrame needs its target column: give "
+                             f"(DataFrame, 'COLUMN') or user_data(frame, target='COLUMN')")
+        data = (data, target)
+    frame, y = _frame_and_target(data, name)
+    bad = sorted(set(split_options) - set(_SPLIT_OPTIONS) - {"width"})
+    if bad:
+        raise ValueError(f"unknown option(s) {bad} for data set {name!r}; valid: "
+                         f"{sorted([*_READ_OPTIONS, *_SPLIT_OPTIONS, 'width'])}")
+    if frame.shape[1] == 0 or len(frame) < 4:
+        raise ValueError(f"data {name!r} needs at least one input column and 4 rows, got "
+                         f"{frame.shape}")
+    text = [str(c) for c in frame.columns if not (pd.api.types.is_numeric_dtype(frame[c])
+                                                  or pd.api.types.is_bool_dtype(frame[c]))]
+    if text:
+        raise ValueError(f"data {name!r}: non-numeric input column(s) {text}; encode them "
+                         "as numbers (e.g. pandas.get_dummies) or drop them")
+    nan = [str(c) for c in frame.columns if frame[c].isna().any()]
+    if nan:
+        raise ValueError(f"data {name!r}: missing values in input column(s) {nan}; impute "
+                         "or drop those rows first")
+    if y.isna().any():
+        raise ValueError(f"data {name!r}: the target column {str(y.name)!r} has "
+                         f"{int(y.isna().sum())} missing value(s)")
+    X = frame.to_numpy(dtype=float)
+    if not np.all(np.isfinite(X)):
+        cols = [str(c) for c, ok in zip(frame.columns, np.isfinite(X).all(0)) if not ok]
+        raise ValueError(f"data {name!r}: infinite values in input column(s) {cols}")
+    task = _infer_task(y) if task is None else task
+    if task not in (REGRESSION, CLASSIFICATION):
+        raise ValueError(f"task must be {REGRESSION!r} or {CLASSIFICATION!r}, got {task!r}")
+    if task == CLASSIFICATION:
+        classes, codes = np.unique(y.to_numpy(), return_inverse=True)
+        if classes.size < 2:
+            raise ValueError(f"data {name!r}: the target {str(y.name)!r} has one class only")
+        yv = codes.astype(int)
+    else:
+        if not pd.api.types.is_numeric_dtype(y):
+            raise ValueError(f"data {name!r}: regression needs a numeric target, "
+                             f"{str(y.name)!r} is {y.dtype}")
+        yv = y.to_numpy(dtype=float)
+        classes = np.array([])
+    digest = hashlib.sha256(X.tobytes() + np.asarray(yv).tobytes() + task.encode() +
+                            "\x1f".join(map(str, frame.columns)).encode()).hexdigest()[:16]
+    what = f"{len(X)} x {X.shape[1]}, target {str(y.name)!r}"
+    if task == CLASSIFICATION:
+        what += f", classes {[str(c) for c in classes]}"
+    info = DataInfo(
+        name, task, "user", f"the user's data ({source or 'in memory'}): {what}; random "
+        "splits, standardised", width=float(np.sqrt(X.shape[1])),
+        loader=partial(_split_user, X, yv, task), options=dict(_SPLIT_OPTIONS))
+    return DataSpec(name, tuple(sorted(split_options.items())), digest, info)
+
+
+def _split_user(X, y, task, rng, split, fold_seed, *, test_fraction=0.2, n_train=None,
+                folds=None, data_dir=None) -> Split:
+    return random_split(X, y, rng, test_fraction, n_train, folds, split, fold_seed, task)

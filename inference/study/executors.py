@@ -1,0 +1,149 @@
+"""Executors of a study's cells: this process (``n_jobs=1``), a pool of local processes
+(``n_jobs > 1``, spawned, exiting with their parent) or a Dask cluster (an address or a
+``distributed.Client``). The order of the cells changes no number: each has its own seed."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from .cells import Cell, run_cell
+
+__all__ = ["execute", "dask_client", "Progress"]
+
+
+def dask_client(scheduler, timeout: float):
+    try:
+        from distributed import Client
+    except ImportError as exc:  # pragma: no cover - dask is a dev/optional dependency
+        raise ImportError("a Dask scheduler needs 'distributed': pip install "
+                          "'sparsebayes[dask]'") from exc
+    if isinstance(scheduler, Client):
+        return scheduler, False
+    if not isinstance(scheduler, str) or not re.fullmatch(r"[a-z]+://[^\s]+", scheduler):
+        raise ValueError(f"scheduler must be an address like 'tcp://host:8786' or a "
+                         f"distributed.Client, got {scheduler!r}")
+    try:
+        client = Client(scheduler, timeout=f"{timeout}s", set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        raise ConnectionError(f"could not reach the Dask scheduler at {scheduler} within "
+                              f"{timeout:g} s ({type(exc).__name__}: {exc})") from None
+    return client, True
+
+
+class Progress:
+    """A tqdm bar with cells done / running / failed and the time left."""
+
+    def __init__(self, total: int, done: int, failed: int, slots: int, enabled: bool):
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=total, initial=done, unit="cell", desc="study",
+                        disable=not enabled, file=sys.stderr, dynamic_ncols=True)
+        self.failed, self.slots, self.left = failed, slots, total - done
+        self._post()
+
+    def _post(self) -> None:
+        self.bar.set_postfix(running=min(self.slots, self.left), failed=self.failed,
+                             refresh=False)
+
+    def update(self, record: dict[str, Any]) -> None:
+        self.left -= 1
+        self.failed += record.get("status") != "ok"
+        self._post()
+        self.bar.update(1)
+
+    def refresh(self) -> None:
+        self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _init_worker(parent: int) -> None:
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    import threading
+
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+
+
+def _exit_with_parent(parent: int, every: float = 0.5) -> None:
+    """A pool worker whose parent was killed (SIGKILL, the OOM killer) would wait for work
+    forever, holding its memory; it exits once it has been re-parented."""
+    while os.getppid() == parent:
+        time.sleep(every)
+    os._exit(1)
+
+
+def execute(todo: list[Cell], n_jobs: int, client,
+             on_result: Callable[[Cell, dict], None], progress: Progress) -> None:
+    if client is not None:
+        from distributed import as_completed
+
+        futures = {client.submit(run_cell, c, pure=False): c for c in todo}
+        try:
+            for fut in as_completed(futures, loop=client.loop):
+                cell = futures[fut]
+                try:
+                    rec = fut.result()
+                except Exception as exc:  # the worker died (KilledWorker) and the like
+                    rec = {**cell.key, "task": cell.data.info.task, "status": "failed",
+                           "error": f"{type(exc).__name__}: {exc}"}
+                on_result(cell, rec)
+                progress.update(rec)
+        finally:
+            client.cancel(list(futures))
+        return
+    if n_jobs == 1:
+        for cell in todo:
+            rec = run_cell(cell)
+            on_result(cell, rec)
+            progress.update(rec)
+        return
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    ctx = multiprocessing.get_context("spawn")  # fork after BLAS/numba threads is unsafe
+    pool = ProcessPoolExecutor(max_workers=n_jobs, mp_context=ctx, initializer=_init_worker,
+                               initargs=(os.getpid(),))
+    try:
+        futures = {pool.submit(run_cell, c): c for c in todo}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+            if not done:  # long cells: keep the elapsed time ticking
+                progress.refresh()
+            for fut in done:
+                try:
+                    rec = fut.result()
+                except BrokenProcessPool as exc:
+                    raise RuntimeError("a worker process died (out of memory?); the "
+                                       "finished cells are saved: re-run with --resume"
+                                       ) from exc
+                on_result(futures[fut], rec)
+                progress.update(rec)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+_COST = {"nuts": 0, "advi": 1, "fullrank_advi": 1, "vrvm": 2}
+
+
+def cost_rank(cell: Cell) -> int:
+    """Expensive cells first (a longest-first order keeps every worker busy to the end);
+    the order changes no number: every cell has its own seed."""
+    return _COST.get(cell.method.method, 3)
+
+
+def dask_slots(client) -> int:
+    try:
+        return max(1, int(sum(client.nthreads().values())))
+    except Exception:  # an informational number only
+        return 1
+
+

@@ -1,0 +1,309 @@
+"""Study specs: ``name[:key=value...]`` text for data sets and methods, parsed into
+:class:`DataSpec` / :class:`MethodSpec`.
+
+Method families are registered in one place, :data:`FAMILIES` (add a line there for a new
+model family); the fit methods are those of :data:`sparsebayes.inference.api.FIT_METHODS`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparsebayes.models.datasets import CLASSIFICATION, DATASETS, REGRESSION, DataInfo
+
+__all__ = [
+    "FAMILIES",
+    "DataSpec",
+    "MethodSpec",
+    "parse_data",
+    "parse_methods",
+]
+
+
+def _parse_value(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_spec(text: str, what: str) -> tuple[str, dict[str, Any]]:
+    """``"name:key=value:..."`` -> ``(name, {key: value})`` (values cast to bool, None,
+    int or float where they read as one)."""
+    if not isinstance(text, str):
+        raise TypeError(f"a {what} spec must be a string, got {type(text).__name__} {text!r}")
+    if not text.strip():
+        raise ValueError(f"empty {what} spec {text!r}")
+    name, *pairs = text.strip().split(":")
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise ValueError(f"bad option {pair!r} in {what} spec {text!r}: use key=value")
+        options[key] = _parse_value(value)
+    return name.strip(), options
+
+
+def label(name: str, options: dict[str, Any]) -> str:
+    """The canonical spec text: the name and the options sorted by key."""
+    return ":".join([name, *(f"{k}={options[k]}" for k in sorted(options))])
+
+
+def split_list(items: str | Iterable[str]) -> list[str]:
+    if isinstance(items, str):
+        items = items.split(",")
+    return [s.strip() for s in items if str(s).strip()]
+
+
+def seed_of(*parts: Any) -> int:
+    """A stable 32-bit seed from strings and integers (not Python's salted ``hash``)."""
+    text = "\x1f".join(str(p) for p in parts).encode()
+    return int.from_bytes(hashlib.sha256(text).digest()[:4], "little")
+
+
+# --------------------------------------------------------------------------------------
+# data
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DataSpec:
+    """A data set with its options, e.g. ``DataSpec.parse("sinc:n_train=50")``, or the
+    user's data (``DataSpec.parse("mine.csv:target=y")``, :func:`~.data.user_data`): then
+    ``user`` holds its :class:`~sparsebayes.models.datasets.DataInfo` and ``digest`` a hash
+    of its values (a changed file is not resumed from the old cells) and ``source`` the file
+    spec it was read from (empty for data given in Python)."""
+
+    name: str
+    options: tuple[tuple[str, Any], ...] = ()
+    digest: str = ""
+    user: DataInfo | None = field(default=None, compare=False, repr=False)
+    source: str = field(default="", compare=False)
+
+    @classmethod
+    def parse(cls, text: str | DataSpec) -> DataSpec:
+        if isinstance(text, DataSpec):
+            return text
+        from .data import is_file_spec, read_file_spec
+
+        if is_file_spec(text):
+            return read_file_spec(text)
+        name, options = parse_spec(text, "data")
+        if name not in DATASETS:
+            raise ValueError(f"unknown data set {name!r}; choose one of {sorted(DATASETS)}, "
+                             "or give a file: PATH.csv:target=COLUMN")
+        info = DATASETS[name]
+        bad = sorted(set(options) - set(info.options) - {"width"})
+        if bad:
+            raise ValueError(f"unknown option(s) {bad} for data set {name!r}; valid: "
+                             f"{sorted([*info.options, 'width'])}")
+        return cls(name, tuple(sorted(options.items())))
+
+    @property
+    def info(self) -> DataInfo:
+        return self.user if self.user is not None else DATASETS[self.name]
+
+    @property
+    def label(self) -> str:
+        return label(self.name, dict(self.options))
+
+    @property
+    def width(self) -> float:
+        return float(dict(self.options).get("width", self.info.width))
+
+    @property
+    def max_splits(self) -> int | None:
+        """The splits that exist: the stored realisations, or the folds of k-fold CV."""
+        folds = dict(self.options).get("folds", self.info.options.get("folds"))
+        sizes = [k for k in (self.info.max_splits, folds) if isinstance(k, int)]
+        return min(sizes) if sizes else None
+
+
+def parse_data(data) -> list[DataSpec]:
+    """Data specs from ``"sinc,ripley_mixture:n_train=100,mine.csv:target=y"``, a list of
+    specs / :class:`DataSpec`, or a dict ``{name: (X, y) | (DataFrame, target)}`` of the
+    user's data; unknown names raise ``ValueError`` listing the valid ones."""
+    from .data import user_data
+
+    if isinstance(data, dict):
+        specs = [user_data(v, name=k) for k, v in data.items()]
+    else:
+        items = split_list(data) if isinstance(data, str) else list(data)
+        specs = [DataSpec.parse(d) for d in items]
+    return _distinct(specs, "data set")
+
+
+# --------------------------------------------------------------------------------------
+# methods
+# --------------------------------------------------------------------------------------
+# THE method registry. family -> task -> (problem kind for FIT_METHODS, predictive kind or
+# None = the default). "svm" and "sklearn" are the scikit-learn baselines (.baselines).
+FAMILIES: dict[str, dict[str, tuple[str, str | None]]] = {
+    "rvm": {REGRESSION: ("regression", None), CLASSIFICATION: ("classification", None)},
+    "rvm*": {REGRESSION: ("regression", "rvm*")},
+    "gp": {REGRESSION: ("gp", None)},
+    "svm": {REGRESSION: ("svm", None), CLASSIFICATION: ("svm", None)},
+    "sklearn": {REGRESSION: ("sklearn", None), CLASSIFICATION: ("sklearn", None)},
+}
+BASELINES = ("svm", "sklearn")  # families fitted by scikit-learn, not by api.fit
+# options the runner uses itself for svm; everything else is refused
+_SVM_OPTIONS = {"width", "splits", "cv", "C"}
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """``family/method[:key=value...]``, e.g. ``rvm/evidence``, ``rvm*/evidence``,
+    ``rvm/nuts:draws=300:chains=2:splits=2``, ``svm``, or a scikit-learn estimator
+    ``sklearn=sklearn.ensemble.RandomForestRegressor:n_estimators=200`` (import path and
+    constructor parameters; in Python also the estimator object itself).
+
+    Runner options: ``width`` (Gaussian kernel width; default the data set's; ``cv``: the
+    best of 0.5, 0.7, 1, 1.4, 2 x the default by 5-fold CV of the predictive loss on the
+    training split, as in T01 App. E; ``cv=k`` sets the folds),
+    ``learn_width`` (evidence over the width), ``ard`` (one width per input, with
+    ``learn_width``), ``kernel`` (a kernel name instead of the Gaussian), ``bias``,
+    ``predict`` (predictive kind), ``splits`` (run on the first k splits only). The rest go
+    to ``fit`` (``draws``, ``chains``, ``max_iter``, ...). For ``svm``: ``cv`` folds and a
+    fixed ``C`` instead of the cross-validated one. For ``sklearn=...``: ``splits``; the
+    rest are the estimator's parameters.
+    """
+
+    family: str
+    method: str | None
+    options: tuple[tuple[str, Any], ...] = ()
+    estimator: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def parse(cls, text) -> MethodSpec:
+        if isinstance(text, MethodSpec):
+            return text
+        if not isinstance(text, str) and hasattr(text, "fit"):
+            from .baselines import estimator_spec
+
+            return estimator_spec(text)
+        if isinstance(text, str) and text.strip().startswith("sklearn="):
+            from .baselines import estimator_spec
+
+            return estimator_spec(text)
+        head, options = parse_spec(text, "method")
+        family, _, method = head.partition("/")
+        if family not in FAMILIES or family == "sklearn":
+            raise ValueError(f"unknown method family {family!r} in {text!r}; choose one of "
+                             f"{sorted(set(FAMILIES) - {'sklearn'})} (e.g. 'rvm/evidence', "
+                             "'svm') or a scikit-learn estimator 'sklearn=module.Class'")
+        if family == "svm":
+            if method:
+                raise ValueError(f"'svm' takes no fit method (scikit-learn SVR/SVC), got "
+                                 f"{text!r}")
+            bad = sorted(set(options) - _SVM_OPTIONS)
+            if bad:
+                raise ValueError(f"unknown option(s) {bad} for 'svm'; valid: "
+                                 f"{sorted(_SVM_OPTIONS)}")
+            method = None
+        elif not method:
+            raise ValueError(f"method spec {text!r} needs a fit method: '{family}/evidence', "
+                             f"'{family}/nuts', ...")
+        check_splits(options, text)
+        return cls(family, method, tuple(sorted(options.items())))
+
+    @property
+    def label(self) -> str:
+        if self.family == "sklearn":
+            return label(f"sklearn={self.method}", dict(self.options))
+        head = self.family if self.method is None else f"{self.family}/{self.method}"
+        return label(head, dict(self.options))
+
+    @property
+    def max_splits(self) -> int | None:
+        return dict(self.options).get("splits")
+
+    def check(self, task: str) -> str | None:
+        """``None`` if this method can run on a ``task`` data set, else the reason."""
+        from sparsebayes.inference import api
+
+        entry = FAMILIES[self.family].get(task)
+        if entry is None:
+            return f"{self.family} does not do {task}"
+        kind, pkind = entry
+        if self.family == "sklearn":
+            from .baselines import estimator_task_reason
+
+            return estimator_task_reason(self, task)
+        if kind == "svm":
+            return None
+        registered = api.FIT_METHODS.get(kind, {})
+        if self.method not in registered:
+            return (f"fit method {self.method!r} is not available for {kind} problems; "
+                    f"registered: {sorted(registered) or 'none yet'}")
+        pkind = dict(self.options).get("predict", pkind)
+        kinds = api.PREDICT_KINDS.get(kind, {})
+        if pkind is not None and pkind not in kinds:
+            return (f"predictive kind {pkind!r} is not available for {kind} posteriors; "
+                    f"registered: {sorted(kinds) or 'none yet'}")
+        if kind == "gp":
+            import sparsebayes.models as models
+
+            if not hasattr(models, "GPRegression"):
+                return "sparsebayes.models has no GPRegression yet"
+        return None
+
+
+def spec_from_label(text: str) -> MethodSpec:
+    """The :class:`MethodSpec` of a stored label, without importing or checking anything
+    (a study's report reads its methods so; the estimator objects are not at hand)."""
+    head, options = parse_spec(text.replace("sklearn=", "sklearn/", 1)
+                               if text.startswith("sklearn=") else text, "method")
+    family, _, method = head.partition("/")
+    return MethodSpec(family, method or None, tuple(sorted(options.items())))
+
+
+def check_splits(options: dict[str, Any], text: str) -> None:
+    if "splits" in options and (not isinstance(options["splits"], int)
+                                or isinstance(options["splits"], bool)
+                                or options["splits"] < 1):
+        raise ValueError(f"splits must be a positive integer in {text!r}")
+
+
+def parse_methods(methods) -> list[MethodSpec]:
+    """Method specs from ``"rvm/evidence,rvm*/evidence,svm"`` or a list of specs,
+    :class:`MethodSpec` and scikit-learn estimator objects."""
+    items = split_list(methods) if isinstance(methods, str) else list(methods)
+    specs = [MethodSpec.parse(m) for m in items]
+    return _distinct(specs, "method")
+
+
+def _distinct(specs: list, what: str) -> list:
+    """``specs`` if there is one at least and none twice, else ``ValueError``."""
+    if not specs:
+        raise ValueError(f"no {what} given")
+    labels = [s.label for s in specs]
+    dup = sorted({lab for lab in labels if labels.count(lab) > 1})
+    if dup:
+        raise ValueError(f"{what}(s) given twice: {dup}")
+    return specs
+
+
+def valid_methods() -> list[str]:
+    """Method specs that can run on some task now (their backend is registered)."""
+    from sparsebayes.inference import api
+
+    out = []
+    for family, tasks in FAMILIES.items():
+        if family == "sklearn":
+            continue
+        for task, (kind, _) in tasks.items():
+            names = [None] if kind == "svm" else list(api.FIT_METHODS.get(kind, {}))
+            for m in names:
+                spec = MethodSpec(family, m)
+                if spec.check(task) is None:
+                    out.append(spec.label)
+    return sorted(set(out)) + ["sklearn=<module.Estimator>"]

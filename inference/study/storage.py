@@ -1,0 +1,162 @@
+"""A study's folder: ``study.json`` (the manifest), one JSON record per finished cell
+(``cells/<data>/<method>/splitNNN.json``, written last and atomically, so its presence marks
+the cell done), the figure inputs (``.npz``) and the first splits' posteriors (``.zarr``),
+and ``results.csv``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["StudyExistsError", "load_table", "MANIFEST", "TABLE", "TIMING_COLUMNS"]
+
+CELL_FORMAT = 1
+MANIFEST = "study.json"
+TABLE = "results.csv"
+TIMING_COLUMNS = ("fit_seconds", "predict_seconds")
+
+
+class StudyExistsError(FileExistsError):
+    """The output folder already holds a study and ``resume`` was not given."""
+
+
+def cell_key(data_label: str, split: int, method_label: str, seed: int,
+             digest: str = "") -> dict[str, Any]:
+    """What a stored cell must match to be reused (the user's data: its digest too)."""
+    key = {"format": CELL_FORMAT, "dataset": data_label, "split": split,
+           "method": method_label, "seed": seed}
+    if digest:
+        key["data_digest"] = digest
+    return key
+
+
+def _slug(label: str) -> str:
+    text = label.replace("*", "star").replace("/", "-").replace(":", "_").replace("=", "")
+    text = re.sub(r"[^A-Za-z0-9_.+-]", "_", text)[:80]
+    return f"{text}-{hashlib.sha256(label.encode()).hexdigest()[:6]}"
+
+
+def cell_path(out: Path, data_label: str, method_label: str, split: int) -> Path:
+    return Path(out) / "cells" / _slug(data_label) / _slug(method_label) / \
+        f"split{split:03d}.json"
+
+
+def atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def save_cell(out: Path, cell, record: dict[str, Any]) -> dict[str, Any]:
+    """Write the cell's figure inputs and posterior first, its JSON record last (the
+    record's presence marks the cell done)."""
+    record = dict(record)
+    path = cell.path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    arrays = record.pop("_arrays", None)
+    post = record.pop("_posterior", None)
+    if arrays is not None:
+        tmp = path.with_name(f".{path.stem}.{os.getpid()}.npz")
+        np.savez_compressed(tmp, **arrays)
+        os.replace(tmp, path.with_suffix(".npz"))
+        record["arrays_file"] = path.with_suffix(".npz").name
+    if post is not None:  # zarr (a nutpie dependency, so always there) keeps the DataTree
+        final = path.with_suffix(".zarr")
+        tmp = path.with_name(f".{path.stem}.{os.getpid()}.zarr")
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            post.to_zarr(tmp, consolidated=False)
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(tmp, final)
+            record["posterior_file"] = final.name
+        except Exception as exc:  # the metrics still count; say why the file is missing
+            shutil.rmtree(tmp, ignore_errors=True)
+            record["posterior_file"] = ""
+            record["posterior_error"] = f"{type(exc).__name__}: {exc}"
+    atomic_write(path, json.dumps(record, indent=1, default=_json_default))
+    return record
+
+
+def _json_default(obj):
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"cannot store {type(obj).__name__} in a cell record")
+
+
+def load_cell(out: Path, path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
+    """The stored record at ``path`` if it matches ``key``, else ``None``."""
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # a damaged file is recomputed
+    if any(record.get(k) != v for k, v in key.items()):
+        return None
+    return record
+
+
+def prepare_out(out: Path, manifest: dict[str, Any], resume: bool) -> None:
+    path = out / MANIFEST
+    if path.is_file() and not resume:
+        old = json.loads(path.read_text())
+        raise StudyExistsError(
+            f"{out} already holds a study (data {old.get('data')}, methods "
+            f"{old.get('methods')}, {old.get('splits')} splits); pass resume=True "
+            f"(--resume) to continue it and compute only the missing cells, or choose "
+            f"another output folder")
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(manifest, indent=1))
+
+
+_FIRST = ["dataset", "split", "method", "task", "status", "error", "n_train", "n_test",
+          "n_features", "width", "mse", "rmse", "mae", "nlpd", "coverage95", "error_rate",
+          "log_loss", "brier", "probabilistic", "n_relevant", "fit_seconds",
+          "predict_seconds", "converged", "log_evidence", "divergences", "max_rhat",
+          "min_ess_bulk", "n_warnings", "warnings", "seed", "fit_seed"]
+
+
+def table(records: list[dict[str, Any]]) -> pd.DataFrame:
+    """The tidy table (one row per cell) of the records."""
+    drop = {"format", "traceback", "arrays_file", "posterior_file", "posterior_error",
+            "data_digest"}
+    rows = [{k: v for k, v in r.items() if k not in drop and not k.startswith("_")}
+            for r in records]
+    frame = pd.DataFrame(rows)
+    cols = [c for c in _FIRST if c in frame.columns]
+    cols += [c for c in frame.columns if c not in cols]
+    return frame[cols].reset_index(drop=True) if len(frame) else frame
+
+
+def load_table(out: str | os.PathLike) -> pd.DataFrame:
+    """The table of the study in ``out`` from its cell files (finished cells only), in the
+    order of the study's data sets, methods and splits (read from the manifest alone: the
+    user's data need not be at hand)."""
+    out = Path(out)
+    path = out / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(f"{out} holds no study ({MANIFEST} not found)")
+    m = json.loads(path.read_text())
+    digests = m.get("digests", {})
+    records = []
+    for d in m["data"]:
+        for meth in m["methods"]:
+            for s in range(m["splits"]):
+                rec = load_cell(out, cell_path(out, d, meth, s),
+                                cell_key(d, s, meth, m["seed"], digests.get(d, "")))
+                if rec is not None:
+                    records.append(rec)
+    return table(records)
