@@ -19,7 +19,8 @@ from sparsebayes.models import ConvergenceWarning, GammaPrior
 
 from .evidence import check_basis
 from .numerics import gram_weight_posterior, one_blas_thread
-from .results import draw_gaussian, gaussian_log_likelihood, make_datatree
+from .results import draw_gaussian, gaussian_log_likelihood, make_datatree, pointwise_budget_ok
+from .statistics import GramStatistics, gram_statistics
 
 __all__ = ["VRVMState", "vrvm", "vrvm_bound", "weight_bound_terms", "fit_vrvm", "gamma_entropy"]
 
@@ -118,21 +119,30 @@ def vrvm(Phi: np.ndarray, t: np.ndarray, prior: GammaPrior, *, noise_sd: float |
     With the flat prior (``b = 0``) ``<alpha_i>`` can grow without limit: such bases are
     pruned once ``<alpha_i>`` exceeds ``1e12`` times the data's weight-precision scale.
     """
+    Phi, t = np.asarray(Phi, dtype=float), np.asarray(t, dtype=float)
+    stats = GramStatistics(Phi.T @ Phi, Phi.T @ t, float(t @ t), float(t.sum()), t.size)
+    return vrvm_statistics(stats, prior, noise_sd=noise_sd, alpha0=alpha0, beta0=beta0,
+                           max_iter=max_iter, tol=tol)
+
+
+def vrvm_statistics(stats: GramStatistics, prior: GammaPrior, *, noise_sd: float | None = None,
+                    alpha0=None, beta0: float | None = None, max_iter: int = 5000,
+                    tol: float = 1e-7) -> VRVMState:
+    """:func:`vrvm` from the sufficient statistics ``G = Phi^T Phi``, ``Phi^T t``, ``t^T t``
+    (every sweep is O(M^3), whatever N; a basis dictionary computes them in row chunks)."""
     with one_blas_thread():
-        return _vrvm(np.asarray(Phi, dtype=float), np.asarray(t, dtype=float), prior,
-                     noise_sd=noise_sd, alpha0=alpha0, beta0=beta0, max_iter=max_iter, tol=tol)
+        return _vrvm(stats, prior, noise_sd=noise_sd, alpha0=alpha0, beta0=beta0,
+                     max_iter=max_iter, tol=tol)
 
 
-def _vrvm(Phi, t, prior, *, noise_sd, alpha0, beta0, max_iter, tol) -> VRVMState:
-    N, M = Phi.shape
+def _vrvm(stats, prior, *, noise_sd, alpha0, beta0, max_iter, tol) -> VRVMState:
+    G, Phit, tt, N = stats.G, stats.Phit, stats.tt, stats.n
+    M = Phit.size
     a, b, c, d = prior.a, prior.b, prior.c, prior.d
-    var_t = float(np.var(t))
-    alpha_unit = float(np.mean(Phi**2)) / var_t
+    var_t = stats.var_t
+    alpha_unit = float(np.trace(G)) / (N * M) / var_t  # mean(Phi^2) / var(t)
     fixed = noise_sd is not None
     beta_fixed = 1.0 / noise_sd**2 if fixed else None
-    G = Phi.T @ Phi
-    Phit = Phi.T @ t
-    tt = float(t @ t)
     active = np.arange(M)
     alpha = np.broadcast_to(np.asarray(alpha_unit if alpha0 is None else alpha0, float),
                             (M,)).copy()
@@ -207,9 +217,15 @@ def fit_vrvm(problem, *, seed: int | None = None, prior: GammaPrior | None = Non
         raise TypeError(f"prior must be a GammaPrior or None, got {type(prior).__name__}")
     check_basis(problem)
     basis = problem.basis
-    Phi = basis.design(problem.X)
-    st = vrvm(Phi, problem.t, prior, noise_sd=problem.noise_sd, max_iter=int(max_iter),
-              tol=float(tol))
+    if problem.centres is None:
+        Phi = basis.design(problem.X)
+        t = problem.t
+        stats = GramStatistics(Phi.T @ Phi, Phi.T @ t, float(t @ t), float(t.sum()), t.size)
+        del Phi
+    else:  # a dictionary: the statistics in row chunks (or a Dask map-reduce)
+        stats = gram_statistics(basis, problem.X, problem.t)
+    st = vrvm_statistics(stats, prior, noise_sd=problem.noise_sd, max_iter=int(max_iter),
+                         tol=float(tol))
     if not st.converged:
         warnings.warn(f"vrvm did not converge in max_iter={max_iter} sweeps (bound change "
                       f"{abs(st.bound[-1] - st.bound[-2]):.3g}); the result is the last "
@@ -223,8 +239,10 @@ def fit_vrvm(problem, *, seed: int | None = None, prior: GammaPrior | None = Non
         beta = np.full(shape, st.beta_fixed)
     else:
         beta = rng.gamma(st.c_tilde, 1.0 / st.d_tilde, shape)
-    Phi_act = Phi[:, st.active]
-    loglik = gaussian_log_likelihood(problem.t, w @ Phi_act.T, beta)
+    loglik = None
+    if pointwise_budget_ok(chains, draws, problem.t.shape[0]):
+        Phi_act = basis.design(np.asarray(problem.X), columns=st.active)
+        loglik = gaussian_log_likelihood(np.asarray(problem.t), w @ Phi_act.T, beta)
     gamma = 1.0 - st.alpha_mean * np.diag(st.Sigma)
     gauss = {"mu": st.mu, "Sigma": st.Sigma, "alpha": st.alpha_mean, "beta": st.beta_mean,
              "q_alpha_shape": st.a_tilde, "q_alpha_rate": st.b_tilde}

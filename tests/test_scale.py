@@ -198,3 +198,18 @@ def test_memory_guard_names_the_size_and_the_way_out(monkeypatch):
     monkeypatch.setattr(st, "available_memory", lambda: 10_000)
     with pytest.raises(MemoryError, match=r"200 x 201 design matrix needs .*GiB.*centres=M"):
         fit(RVMRegression(X, t, GaussianKernel(2.0)), "evidence")
+
+
+def test_vrvm_on_the_statistics_of_a_dictionary_equals_vrvm_on_its_design():
+    """VRVM with a dictionary runs on chunked statistics; the same dictionary's design
+    through the design path (vrvm on Phi) gives the same bound and posterior."""
+    from sparsebayes.inference.vrvm import vrvm
+    from sparsebayes.models import GammaPrior
+
+    X, t = _data(400)
+    p = RVMRegression(X, t, GaussianKernel(2.0), centres=40)
+    post = fit(p, "vrvm", seed=0)
+    st = vrvm(p.design_matrix(), t, GammaPrior())
+    assert post.attrs["elbo"] == pytest.approx(st.bound[-1], rel=1e-9)
+    np.testing.assert_allclose(post["gaussian_posterior"]["mu"].values, st.mu, rtol=1e-6,
+                               atol=1e-9)
