@@ -130,6 +130,8 @@ def _rvm_problem(kind: str, X, y, width, opts: dict[str, Any]):
         kernel = GaussianKernel(np.full(X.shape[1], width) if opts.get("ard") else width)
     common = {"kernel": kernel, "bias": bool(opts.get("bias", True)),
               "learn_width": bool(opts.get("learn_width", False))}
+    if opts.get("centres") is not None:  # a k-means dictionary of at most this many centres
+        common["centres"] = min(int(opts["centres"]), X.shape[0])
     if kind == "regression":
         return RVMRegression(X, y, **common)
     return RVMClassification(X, y, **common)
@@ -256,7 +258,8 @@ def _run(cell: Cell) -> dict[str, Any]:
         arrays = {}
         kind, pkind = FAMILIES[cell.method.family][task]
         pkind = opts.pop("predict", pkind)
-        runner = {k: opts.pop(k) for k in ("learn_width", "ard", "bias", "kernel", "cv")
+        runner = {k: opts.pop(k) for k in ("learn_width", "ard", "bias", "kernel", "cv",
+                                           "centres")
                   if k in opts}
         start = time.perf_counter()
         width = float(widths[0])

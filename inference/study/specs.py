@@ -170,7 +170,9 @@ class MethodSpec:
     best of 0.5, 0.7, 1, 1.4, 2 x the default by 5-fold CV of the predictive loss on the
     training split, as in T01 App. E; ``cv=k`` sets the folds),
     ``learn_width`` (evidence over the width), ``ard`` (one width per input, with
-    ``learn_width``), ``kernel`` (a kernel name instead of the Gaussian), ``bias``,
+    ``learn_width``), ``centres`` (a k-means basis dictionary of at most that many centres:
+    every method's cost then depends on it, not on N), ``kernel`` (a kernel name instead
+    of the Gaussian), ``bias``,
     ``predict`` (predictive kind), ``splits`` (run on the first k splits only). The rest go
     to ``fit`` (``draws``, ``chains``, ``max_iter``, ...). For ``svm``: ``cv`` folds and a
     fixed ``C`` instead of the cross-validated one. For ``sklearn=...``: ``splits``; the
