@@ -56,6 +56,7 @@ def check_targets(t, n: int, name: str = "t") -> np.ndarray:
     return arr
 
 
+TINY_SD = 1e-100  # targets varying less than this are refused (rescale them)
 KMEANS_SEED = 0  # the k-means dictionary is a deterministic function of X and M
 KMEANS_ROWS = 50_000  # k-means runs on a fixed random subsample of this many rows at most
 
@@ -213,6 +214,10 @@ class RVMRegression:
             t = check_targets(self.t, X.shape[0])
             if np.ptp(t) == 0:
                 raise ValueError("t is constant: there is nothing to regress")
+            if not np.std(t) > TINY_SD:
+                raise ValueError(f"t varies by only {np.ptp(t):.3g}, too little for the "
+                                 "evidence in double precision (its precisions would "
+                                 "overflow): rescale t")
         object.__setattr__(self, "t", t)
         if self.noise_sd is not None:
             sd = self.noise_sd
