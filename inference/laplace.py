@@ -775,6 +775,24 @@ def laplace_datatree(problem, basis, lik, lap: Laplace, res: ClassFit, *, softma
     return dt
 
 
+def warn_fit(notes, at_floor: int, alpha_min: float, converged: bool, method: str,
+             max_iter) -> None:
+    """The warnings of a classification fit: its notes, weights at the alpha floor
+    (separable classes), no convergence."""
+    for note in notes:
+        warnings.warn(note, NumericalWarning, stacklevel=4)
+    if at_floor:
+        warnings.warn(
+            f"{at_floor} weight precision(s) hit the floor alpha_min={alpha_min:g} (unit-"
+            "norm columns): the classes are (nearly) separable and only the bound keeps the "
+            "weights finite; the probabilities are very confident", NumericalWarning,
+            stacklevel=4)
+    if not converged:
+        warnings.warn(f"{method} did not converge in max_iter={max_iter} iterations; the "
+                      "result is the last iterate (converged=False)", ConvergenceWarning,
+                      stacklevel=4)
+
+
 def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, likelihood,
          alpha, alpha_min):
     if getattr(problem, "kind", None) != "classification":
@@ -803,18 +821,8 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, like
         basis, lik, lap, res, n_iter, notes, trace = _solve(
             problem, algorithm=algorithm, softmax_model=softmax_model, shared=shared,
             max_iter=int(max_iter), tol=float(tol), alpha_min=float(alpha_min))
-    for note in notes:
-        warnings.warn(note, NumericalWarning, stacklevel=3)
-    if res.at_floor:
-        warnings.warn(
-            f"{res.at_floor} weight precision(s) hit the floor alpha_min={alpha_min:g} (unit-"
-            "norm columns): the classes are (nearly) separable and only the bound keeps the "
-            "weights finite; the probabilities are very confident", NumericalWarning,
-            stacklevel=3)
-    if not (res.converged and lap.converged):
-        warnings.warn(f"{method} did not converge in max_iter={max_iter} iterations; the "
-                      "result is the last iterate (converged=False)", ConvergenceWarning,
-                      stacklevel=3)
+    warn_fit(notes, res.at_floor, alpha_min, res.converged and lap.converged, method,
+             max_iter)
     return laplace_datatree(problem, basis, lik, lap, res, softmax_model=softmax_model,
                         shared=shared, seed=seed, draws=draws, chains=chains, n_iter=n_iter,
                         trace=trace, method=method)

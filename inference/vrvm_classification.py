@@ -40,7 +40,7 @@ import xarray as xr
 from scipy.linalg import cho_solve
 from scipy.special import log_expit, logsumexp, softmax
 
-from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning
+from sparsebayes.models import GammaPrior, NumericalWarning
 
 from .laplace import (
     ALPHA_MIN,
@@ -51,6 +51,7 @@ from .laplace import (
     laplace_datatree,
     likelihood_for,
     pair_logits,
+    warn_fit,
 )
 from .numerics import cholesky
 from .sequential import DenseProducts, Policy, SequentialSparseBayes
@@ -531,17 +532,7 @@ def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPri
                                                 max_iter=int(max_iter), tol=tol or 1e-7,
                                                 softmax_bound=softmax_bound)
     _check_bound(st.bound)
-    for note in st.notes:
-        warnings.warn(note, NumericalWarning, stacklevel=3)
-    if st.at_floor:
-        warnings.warn(
-            f"{st.at_floor} weight precision(s) hit the floor alpha_min={alpha_min:g} (unit-"
-            "norm columns): the classes are (nearly) separable and only the bound keeps the "
-            "weights finite; the probabilities are very confident", NumericalWarning,
-            stacklevel=3)
-    if not st.converged:
-        warnings.warn(f"vrvm did not converge in max_iter={max_iter} iterations; the result "
-                      "is the last iterate (converged=False)", ConvergenceWarning, stacklevel=3)
+    warn_fit(st.notes, st.at_floor, alpha_min, st.converged, "vrvm", max_iter)
     softmax_model = K > 2
     lik = likelihood_for(problem.t, K, softmax_model)
     L = cholesky(st.H)
