@@ -43,6 +43,7 @@ from sparsebayes.models.kernels import GaussianKernel, sq_distances
 from .numerics import cholesky, one_blas_thread
 from .results import draw_gaussian, make_datatree
 from .sequential import BlockProducts, DenseProducts, Policy, SequentialSparseBayes
+from .statistics import check_memory
 
 __all__ = [
     "Laplace",
@@ -578,6 +579,9 @@ def _solve(problem, *, algorithm: str, softmax_model: bool, shared: bool, max_it
     plain: list[np.ndarray] = []  # log widths of consecutive plain rounds
     fallback = None  # (log width, evidence, warm) to return to if an extrapolation fails
     for _outer in range(max_outer):
+        # the design and Phi**2 (for phi^T B phi), and a copy of each in the surrogate
+        check_memory(4 * 8.0 * X.shape[0] * basis.n_columns,
+                     f"the {X.shape[0]} x {basis.n_columns} classification design")
         Phi = basis.design(X)
         norms = np.sqrt(np.einsum("nm,nm->m", Phi, Phi))
         norms[norms == 0] = 1.0

@@ -213,3 +213,10 @@ def test_vrvm_on_the_statistics_of_a_dictionary_equals_vrvm_on_its_design():
     assert post.attrs["elbo"] == pytest.approx(st.bound[-1], rel=1e-9)
     np.testing.assert_allclose(post["gaussian_posterior"]["mu"].values, st.mu, rtol=1e-6,
                                atol=1e-9)
+
+
+def test_memory_guard_for_classification(monkeypatch):
+    X, y = datasets.ripley_mixture(100, seed=0)
+    monkeypatch.setattr(st, "available_memory", lambda: 10_000)
+    with pytest.raises(MemoryError, match=r"100 x 101 classification design.*centres=M"):
+        fit(RVMClassification(X, y, GaussianKernel(0.5)), "evidence")
