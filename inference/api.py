@@ -60,7 +60,7 @@ def _resolve(target: str):
 
 
 def fit(problem, method: str = "evidence", *, seed: int | None = None,
-        **options: Any) -> xr.DataTree:
+        posterior_predictive: bool = False, **options: Any) -> xr.DataTree:
     """Posterior of ``problem`` by ``method``, as an ArviZ ``DataTree`` (DESIGN.md layout).
 
     Parameters
@@ -69,6 +69,8 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
     method : "evidence" (Tipping & Faul 2003 fast type-II ML), "evidence-mackay" (Tipping 2001
         eqs. 16-18), and, where installed, "vrvm", "advi", "fullrank_advi", "nuts".
     seed : seed of every random draw (posterior draws of ``w``, samplers).
+    posterior_predictive : add a ``posterior_predictive`` group (a replicate of the training
+        targets per posterior draw; :func:`~.predictive_groups.add_posterior_predictive`).
     **options : passed to the method (e.g. ``max_iter``, ``draws``, ``chains``).
     """
     kind = getattr(problem, "kind", None)
@@ -93,6 +95,10 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
         versions=library_versions(),
     )
     post.attrs["converged"] = int(bool(post.attrs.get("converged", 1)))
+    if posterior_predictive:
+        from .predictive_groups import add_posterior_predictive
+
+        post = add_posterior_predictive(post, seed=seed)
     return post
 
 

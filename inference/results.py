@@ -74,7 +74,7 @@ def make_datatree(
     n, d = problem.X.shape
     coords: dict[str, Any] = {"basis": labels, "obs": np.arange(n), "feature": np.arange(d)}
     coords.update(extra_coords or {})
-    dims = {"w": ["basis"], "alpha": ["basis"], "t": ["obs"]}
+    dims = {"w": ["basis"], "z": ["basis"], "alpha": ["basis"], "t": ["obs"]}
     dims.update(extra_dims or {})
 
     centre_index = basis.centre_index()[columns]

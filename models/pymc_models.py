@@ -159,11 +159,15 @@ def collapsed_logp(t, Phi, alpha, beta, form: str = "woodbury", PhiTPhi=None):
 
 
 def _collapsed_random(Phi, alpha, beta, rng=None, size=None):
-    """Draw ``t = Phi w + eps`` with ``w ~ N(0, A^-1)``, ``eps ~ N(0, 1/beta)``."""
-    rng = np.random.default_rng(rng)
-    Phi, alpha, beta = (np.asarray(v, dtype=float) for v in (Phi, alpha, beta))
-    w = rng.standard_normal(alpha.shape) / np.sqrt(alpha)
-    return Phi @ w + rng.standard_normal(Phi.shape[0]) / np.sqrt(beta)
+    """Refuse: a replicate of ``t ~ N(0, beta^-1 I + Phi A^-1 Phi^T)`` at posterior draws of
+    ``(alpha, beta)`` is not the posterior predictive (``w`` is integrated out, so it would be
+    drawn from its prior: a silently wrong, far too wide answer)."""
+    raise NotImplementedError(
+        "the collapsed RVM model integrates w out, so PyMC cannot draw predictive replicates "
+        "of t from it (they would use w's prior, not its posterior). Use the joint model, "
+        "problem.pymc_model() (results store z = w sqrt(alpha) for it), or "
+        "sparsebayes.inference.add_posterior_predictive(post) / add_predictions(post, X_new) "
+        "/ fit(..., posterior_predictive=True)")
 
 
 def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | None = None,
