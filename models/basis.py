@@ -130,6 +130,14 @@ class Basis:
             Phi[:, j] = np.prod(X[:, list(ks)], axis=1)
         return Phi
 
+    def mean_square(self, X: np.ndarray, chunk: int = 8192) -> float:
+        """``mean(Phi**2)`` of the design at ``X``, in row chunks (no N x M design held)."""
+        total = 0.0
+        for lo in range(0, X.shape[0], chunk):
+            Phi = self.design(np.asarray(X[lo : lo + chunk]))
+            total += float(np.einsum("nm,nm->", Phi, Phi))
+        return total / (X.shape[0] * self.n_columns)
+
     def with_kernel(self, kernel: Kernel) -> Basis:
         return Basis(kernel=kernel, centres=self.centres, bias=self.bias, extra=self.extra,
                      dictionary=self.dictionary)

@@ -45,8 +45,7 @@ CLASS_SHAPE = 2.0  # classification a: weights Student-t, 4 dof, at the unit-log
 def _scales(problem) -> tuple[float, float]:
     """``alpha_unit = mean_m mean_n phi_nm^2 / var(t)``: the precision of a weight that alone
     explains the spread of the targets; and ``var(t)`` (1 for classification logits)."""
-    Phi = problem.design_matrix()
-    ms = float(np.mean(Phi**2))
+    ms = problem.basis.mean_square(problem.X)
     var_t = float(np.var(problem.t)) if problem.kind == "regression" else 1.0
     return max(ms, 1e-300) / var_t, var_t
 
