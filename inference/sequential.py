@@ -123,11 +123,14 @@ class Policy:
 
     def adjust(self, idx: np.ndarray, new: np.ndarray, cur: np.ndarray) -> np.ndarray:
         """The proposed alphas of candidates ``idx`` after the floor and the damping."""
-        new = np.where(np.isfinite(new) & (new < self.alpha_min), self.alpha_min, new)
-        for j, i in enumerate(idx):
-            lam = self.damp.get(int(i), (1.0, 0.0))[0]
-            if lam < 1 and np.isfinite(new[j]) and np.isfinite(cur[j]):
-                new[j] = cur[j] * (new[j] / cur[j]) ** lam
+        if self.alpha_min > 0:
+            new = np.where(np.isfinite(new) & (new < self.alpha_min), self.alpha_min, new)
+        damped = [i for i, (lam, _) in self.damp.items() if lam < 1]
+        if damped:
+            for j in np.flatnonzero(np.isin(idx, damped)):
+                lam = self.damp[int(idx[j])][0]
+                if np.isfinite(new[j]) and np.isfinite(cur[j]):
+                    new[j] = cur[j] * (new[j] / cur[j]) ** lam
         return new
 
     def forbid(self, new: np.ndarray, gain: np.ndarray, cur: np.ndarray) -> None:
