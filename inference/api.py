@@ -36,6 +36,7 @@ FIT_METHODS: dict[str, dict[str, str]] = {
         "nuts": "pymc_fit:fit_nuts",
     },
     "gp": {"evidence": "gp:fit_evidence", "nuts": "gp:fit_nuts"},
+    "gp_classification": {"evidence": "gp_classification:fit_evidence"},
 }
 
 # problem kind -> predictive kind -> "module:function"; fn(post, X_new, **options)
@@ -51,6 +52,7 @@ PREDICT_KINDS: dict[str, dict[str, str]] = {
         "samples": "class_predictive:predict_samples",
     },
     "gp": {"gp": "gp:predict_gp"},
+    "gp_classification": {"laplace": "gp_classification:predict_laplace"},
 }
 
 
@@ -76,7 +78,8 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
     kind = getattr(problem, "kind", None)
     if kind not in FIT_METHODS:
         raise TypeError(
-            f"problem must be an RVMRegression, RVMClassification or GPRegression, "
+            f"problem must be an RVMRegression, RVMClassification, GPRegression or "
+            f"GPClassification, "
             f"got {type(problem).__name__}"
         )
     if not isinstance(method, str) or method not in FIT_METHODS[kind]:

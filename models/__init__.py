@@ -3,7 +3,7 @@ builders and data sets. NumPy only at import time; PyMC is imported lazily."""
 
 from ._warnings import ConvergenceWarning, NumericalWarning, SamplingWarning, SparseBayesWarning
 from .basis import Basis
-from .gp import GPRegression
+from .gp import GPClassification, GPRegression
 from .kernels import (
     CallableKernel,
     GaussianKernel,
@@ -21,6 +21,7 @@ __all__ = [
     "Basis",
     "CallableKernel",
     "ConvergenceWarning",
+    "GPClassification",
     "GPRegression",
     "GammaPrior",
     "GaussianKernel",

@@ -13,14 +13,14 @@ with ``pm.gp.Marginal(...).marginal_likelihood(..., sigma=noise_sd)``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .kernels import sq_distances
-from .problems import check_inputs, check_targets
+from .problems import check_inputs, check_labels, check_targets
 
-__all__ = ["GPRegression", "se_ard_covariance", "gp_model"]
+__all__ = ["GPRegression", "GPClassification", "se_ard_covariance", "gp_model"]
 
 
 def se_ard_covariance(X1: np.ndarray, X2: np.ndarray | None, length_scale,
@@ -108,6 +108,56 @@ class GPRegression:
     def pymc_model(self, jitter: float = 0.0):
         """The ``pm.gp.Marginal`` model; see :func:`gp_model`."""
         return gp_model(self, jitter=jitter)
+
+
+@dataclass(frozen=True, eq=False)
+class GPClassification:
+    """Binary GP classification, ``p(y = classes[1] | f) = sigma(f)`` with a zero-mean latent
+    GP ``f`` of SE-ARD covariance ``signal_sd^2 exp(-||(x - x') / length_scale||^2 / 2)``
+    (GPML §3.3, eq. 5.1).
+
+    Parameters
+    ----------
+    X, y : inputs (n, d) and any two class labels (n,).
+    length_scale, signal_sd : ``None`` to learn by type-II ML; numbers > 0 to hold fixed.
+
+    ``fit(GPClassification(X, y), "evidence")``: the Laplace approximation (GPML Algorithm
+    3.1) with its log marginal likelihood maximised over the hyperparameters (Algorithm 5.1).
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    length_scale: float | tuple[float, ...] | np.ndarray | None = None
+    signal_sd: float | None = None
+    classes: np.ndarray = field(init=False)
+    t: np.ndarray = field(init=False)
+
+    kind = "gp_classification"
+
+    def __post_init__(self) -> None:
+        X = check_inputs(self.X)
+        if X.shape[0] < 2:
+            raise ValueError(f"X needs at least 2 samples, got {X.shape[0]}")
+        y, classes, codes = check_labels(self.y, X.shape[0])
+        if classes.size > 2:
+            raise NotImplementedError(
+                f"GPClassification is binary (Laplace, GPML Algorithm 3.1); y has "
+                f"{classes.size} classes: use RVMClassification (one softmax model)")
+        object.__setattr__(self, "X", X)
+        object.__setattr__(self, "y", y)
+        object.__setattr__(self, "classes", classes)
+        object.__setattr__(self, "t", codes)
+        object.__setattr__(self, "length_scale",
+                           _positive("length_scale", self.length_scale, (X.shape[1],)))
+        object.__setattr__(self, "signal_sd", _positive("signal_sd", self.signal_sd))
+
+    @property
+    def n_features(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def n_classes(self) -> int:
+        return 2
 
 
 def default_prior_scales(problem: GPRegression) -> dict[str, np.ndarray]:

@@ -166,6 +166,29 @@ def check_dask_targets(t, X, name: str = "t"):
     return t.rechunk((X.chunks[0],)).astype(float)
 
 
+def check_labels(y, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Class labels of length ``n``: ``(y, classes, codes)`` with ``classes`` the sorted
+    unique labels and ``codes`` their integer index 0..K-1; at least two classes."""
+    y = np.asarray(y)
+    if y.ndim != 1:
+        y = y.reshape(-1) if y.ndim == 2 and 1 in y.shape else y
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-D, got shape {y.shape}")
+    if y.shape[0] != n:
+        raise ValueError(f"X and y have mismatched lengths: {n} and {y.shape[0]}")
+    if y.dtype.kind == "f":
+        if not np.all(np.isfinite(y)):
+            raise ValueError("y contains NaN or inf")
+        if np.any(y != np.round(y)):
+            raise ValueError("y holds non-integer floats: class labels must be discrete")
+    if y.dtype == object:
+        y = y.astype(str)
+    classes, codes = np.unique(y, return_inverse=True)
+    if classes.size < 2:
+        raise ValueError(f"y has only one class ({classes[0]!r}); need at least 2")
+    return y, classes, codes.astype(np.int64)
+
+
 def _basis(problem) -> Basis:
     if problem.centres is None:
         return Basis(problem.kernel, problem.X, problem.bias, problem.extra_columns)
@@ -265,25 +288,9 @@ class RVMClassification:
             raise TypeError("Dask arrays are taken by RVMRegression; for classification pass "
                             "NumPy arrays (X.compute()) with a dictionary (centres=M)")
         X = _common(self, self.X)
-        y = np.asarray(self.y)
-        if y.ndim != 1:
-            y = y.reshape(-1) if y.ndim == 2 and 1 in y.shape else y
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-D, got shape {y.shape}")
-        if y.shape[0] != X.shape[0]:
-            raise ValueError(f"X and y have mismatched lengths: {X.shape[0]} and {y.shape[0]}")
-        if y.dtype.kind == "f":
-            if not np.all(np.isfinite(y)):
-                raise ValueError("y contains NaN or inf")
-            if np.any(y != np.round(y)):
-                raise ValueError("y holds non-integer floats: class labels must be discrete")
-        if y.dtype == object:
-            y = y.astype(str)
-        classes, codes = np.unique(y, return_inverse=True)
-        if classes.size < 2:
-            raise ValueError(f"y has only one class ({classes[0]!r}); need at least 2")
+        y, classes, codes = check_labels(self.y, X.shape[0])
         object.__setattr__(self, "classes", classes)
-        object.__setattr__(self, "t", codes.astype(np.int64))
+        object.__setattr__(self, "t", codes)
         object.__setattr__(self, "y", y)
 
     @property
