@@ -124,6 +124,10 @@ def _rvm_problem(kind: str, X, y, width, opts: dict[str, Any]):
         from sparsebayes.models import GPRegression
 
         return GPRegression(X, y)
+    if kind == "gp_classification":
+        from sparsebayes.models import GPClassification
+
+        return GPClassification(X, y)
     if "kernel" in opts:
         kernel = as_kernel(opts["kernel"])
     else:
@@ -263,7 +267,8 @@ def _run(cell: Cell) -> dict[str, Any]:
                   if k in opts}
         start = time.perf_counter()
         width = float(widths[0])
-        if widths.size > 1 and kind != "gp":
+        is_gp = kind in ("gp", "gp_classification")
+        if widths.size > 1 and not is_gp:
             width = _cv_width(cell, kind, pkind, split, widths, runner, opts)
         problem = _rvm_problem(kind, split.X_train, split.y_train, width, runner)
         post = fit(problem, cell.method.method, seed=cell.fit_seed, **opts)
@@ -271,7 +276,7 @@ def _run(cell: Cell) -> dict[str, Any]:
         if "width" in post.attrs:  # the width used (learned by the evidence, if asked)
             w = np.atleast_1d(np.asarray(post.attrs["width"], float))
             out["width"] = float(w[0]) if w.size == 1 else float(np.exp(np.mean(np.log(w))))
-        elif kind != "gp":
+        elif not is_gp:
             out["width"] = float(width)
         start = time.perf_counter()
         pred = predict(post, split.X_test, kind=pkind)
@@ -285,7 +290,7 @@ def _run(cell: Cell) -> dict[str, Any]:
             out["log_evidence"] = float(post.attrs["log_evidence"])
         out.update(diagnostics(post))
         out.update(score(pred, split.y_test, task))
-        relevant = _relevant_index(post) if kind != "gp" else np.array([], dtype=int)
+        relevant = _relevant_index(post) if not is_gp else np.array([], dtype=int)
         if grid is not None:
             gp_ = predict(post, grid, kind=pkind)
             if task == REGRESSION:

@@ -150,7 +150,7 @@ def parse_data(data) -> list[DataSpec]:
 FAMILIES: dict[str, dict[str, tuple[str, str | None]]] = {
     "rvm": {REGRESSION: ("regression", None), CLASSIFICATION: ("classification", None)},
     "rvm*": {REGRESSION: ("regression", "rvm*")},
-    "gp": {REGRESSION: ("gp", None)},
+    "gp": {REGRESSION: ("gp", None), CLASSIFICATION: ("gp_classification", None)},
     "svm": {REGRESSION: ("svm", None), CLASSIFICATION: ("svm", None)},
     "sklearn": {REGRESSION: ("sklearn", None), CLASSIFICATION: ("sklearn", None)},
 }
