@@ -130,6 +130,22 @@ class Basis:
             Phi[:, j] = np.prod(X[:, list(ks)], axis=1)
         return Phi
 
+    def tensor_design(self, X):
+        """The whole design (n, M) as a PyTensor expression of the symbolic inputs ``X``
+        (the same columns as :meth:`design`; the centres are constants)."""
+        import pytensor.tensor as pt
+
+        cols = []
+        if self.bias:
+            cols.append(pt.ones((X.shape[0], 1)))
+        cols.append(self.kernel.tensor(X, self.centres))
+        for _, ks in self._extra_terms():
+            term = X[:, ks[0]]
+            for k in ks[1:]:
+                term = term * X[:, k]
+            cols.append(term[:, None])
+        return pt.concatenate(cols, axis=1)
+
     def mean_square(self, X: np.ndarray, chunk: int = 8192) -> float:
         """``mean(Phi**2)`` of the design at ``X``, in row chunks (no N x M design held)."""
         total = 0.0

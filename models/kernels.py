@@ -59,6 +59,15 @@ class Kernel:
         """JSON-able description from which :func:`kernel_from_spec` rebuilds the kernel."""
         raise NotImplementedError
 
+    def tensor(self, X, C):
+        """The same (n, m) basis matrix as a PyTensor expression of symbolic inputs ``X``
+        (so a PyMC model builds ``Phi`` inside its graph and ``pm.set_data`` predicts out of
+        sample). A kernel without one raises ``NotImplementedError``."""
+        raise NotImplementedError(
+            f"the {self.name!r} kernel has no PyTensor form: its design enters a PyMC model "
+            "as precomputed data, so pm.set_data({'X': ...}) cannot move it; set the design "
+            "with sparsebayes.models.pymc_models.set_inputs(model, problem, X_new)")
+
     def check_inputs(self, n_features: int) -> None:
         """Raise ``ValueError`` if the kernel cannot act on ``n_features`` input columns."""
 
@@ -111,6 +120,13 @@ class GaussianKernel(Kernel):
     def spec(self):
         return {"name": self.name, "width": self.width}
 
+    def tensor(self, X, C):
+        import pytensor.tensor as pt
+
+        scale = np.sqrt(self.eta)
+        D = pt.sum((X[:, None, :] * scale - (C * scale)[None, :, :]) ** 2, axis=-1)
+        return pt.exp(-D)
+
 
 @dataclass(frozen=True, eq=False)
 class LinearSplineKernel(Kernel):
@@ -137,6 +153,15 @@ class LinearSplineKernel(Kernel):
     def spec(self):
         return {"name": self.name}
 
+    def tensor(self, X, C):
+        import pytensor.tensor as pt
+
+        x = X[:, 0][:, None]
+        c = C[:, 0][None, :]
+        m = pt.minimum(x, c)
+        xc = x * c
+        return 1.0 + xc + xc * m - 0.5 * (x + c) * m**2 + m**3 / 3.0
+
 
 @dataclass(frozen=True, eq=False)
 class LogBasis(Kernel):
@@ -150,6 +175,11 @@ class LogBasis(Kernel):
 
     def spec(self):
         return {"name": self.name}
+
+    def tensor(self, X, C):
+        import pytensor.tensor as pt
+
+        return pt.log1p(pt.sum((X[:, None, :] - C[None, :, :]) ** 2, axis=-1))
 
 
 @dataclass(frozen=True, eq=False)
@@ -176,6 +206,9 @@ class PolynomialKernel(Kernel):
     def spec(self):
         return {"name": self.name, "degree": self.degree, "gamma": self.gamma, "coef0": self.coef0}
 
+    def tensor(self, X, C):
+        return (self.gamma * (X @ C.T) + self.coef0) ** self.degree
+
 
 @dataclass(frozen=True, eq=False)
 class LinearKernel(Kernel):
@@ -188,6 +221,9 @@ class LinearKernel(Kernel):
 
     def spec(self):
         return {"name": self.name}
+
+    def tensor(self, X, C):
+        return X @ C.T
 
 
 @dataclass(frozen=True, eq=False)

@@ -169,6 +169,27 @@ def _collapsed_random(Phi, alpha, beta, rng=None, size=None):
         "/ fit(..., posterior_predictive=True)")
 
 
+def _design(basis, problem, Phi_np, in_graph: bool):
+    """``Phi`` of the model. ``in_graph`` (the joint models, whose draws PyMC's predictive
+    uses) and a kernel with a PyTensor form: built from ``pm.Data("X")`` inside the graph, so
+    ``pm.set_data({"X": X_new})`` predicts out of sample. Otherwise (the collapsed models,
+    whose cost per gradient must not include the kernel; user callables): precomputed
+    ``pm.Data("Phi")``, and no ``X`` to set, so ``pm.set_data({"X": ...})`` fails loudly
+    instead of silently predicting in sample (use :func:`set_inputs`)."""
+    import pymc as pm
+
+    pm.Data("centres", basis.centres, dims=("centre", "feature"))
+    if in_graph:
+        X = pm.Data("X", problem.X, dims=("obs", "feature"))
+        try:
+            return basis.tensor_design(X)
+        except NotImplementedError:
+            pass
+    if Phi_np is None:
+        Phi_np = basis.design(problem.X)
+    return pm.Data("Phi", np.ascontiguousarray(Phi_np), dims=("obs", "basis"))
+
+
 def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | None = None,
                      form: str = "auto"):
     """``pm.Model`` of RVM regression (see the module docstring).
@@ -203,9 +224,7 @@ def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | No
     if form == "auto":
         form = "direct" if 4 * N < M else "woodbury"
     with pm.Model(coords=_coords(problem, basis)) as model:
-        Phi = pm.Data("Phi", np.ascontiguousarray(Phi_np), dims=("obs", "basis"))
-        pm.Data("X", problem.X, dims=("obs", "feature"))
-        pm.Data("centres", basis.centres, dims=("centre", "feature"))
+        Phi = _design(basis, problem, Phi_np, in_graph=not collapsed)
         t_obs = pm.Data("t_obs", problem.t, dims="obs")
         a = pm.Data("prior_a", float(prior.a))
         b = pm.Data("prior_b", float(prior.b))
@@ -275,10 +294,7 @@ def classification_model(problem, *, prior: GammaPrior | None = None,
         coords["class"] = np.asarray(problem.classes).astype(str)
         wdims = ("basis", "class")
     with pm.Model(coords=coords) as model:
-        Phi = pm.Data("Phi", np.ascontiguousarray(basis.design(problem.X)),
-                      dims=("obs", "basis"))
-        pm.Data("X", problem.X, dims=("obs", "feature"))
-        pm.Data("centres", basis.centres, dims=("centre", "feature"))
+        Phi = _design(basis, problem, None, in_graph=not collapsed)
         t_obs = pm.Data("t_obs", problem.t, dims="obs")
         a = pm.Data("prior_a", float(prior.a))
         b = pm.Data("prior_b", float(prior.b))
@@ -315,9 +331,13 @@ def set_inputs(model, problem, X_new) -> None:
     if X_new.shape[1] != problem.X.shape[1]:
         raise ValueError(f"X_new has {X_new.shape[1]} features, the model has "
                          f"{problem.X.shape[1]}")
-    Phi = np.ascontiguousarray(problem.basis.design(X_new))
     n = X_new.shape[0]
     t_dtype = model["t_obs"].get_value().dtype
+    names = {v.name for v in model.data_vars}
+    data = {"t_obs": np.zeros(n, dtype=t_dtype)}
+    if "X" in names:
+        data["X"] = X_new
+    if "Phi" in names:
+        data["Phi"] = np.ascontiguousarray(problem.basis.design(X_new))
     with model:
-        pm.set_data({"Phi": Phi, "X": X_new, "t_obs": np.zeros(n, dtype=t_dtype)},
-                    coords={"obs": np.arange(n)})
+        pm.set_data(data, coords={"obs": np.arange(n)})

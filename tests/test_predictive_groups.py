@@ -127,3 +127,56 @@ def test_pymc_route_on_the_joint_model_equals_predict_and_the_collapsed_one_refu
             warnings.simplefilter("ignore")
             pm.sample_posterior_predictive(post, model=problem.pymc_model(collapsed=True),
                                            var_names=["t"], progressbar=False)
+
+
+@pytest.mark.parametrize("name", ["gauss", "ard", "spline", "poly", "linear", "log"])
+def test_pytensor_kernels_equal_the_numpy_ones(name):
+    """Basis.tensor_design (the design inside a PyMC graph) equals Basis.design to 1e-12."""
+    pytensor = pytest.importorskip("pytensor")
+    import pytensor.tensor as pt
+
+    from sparsebayes.models import (
+        Basis,
+        LinearKernel,
+        LinearSplineKernel,
+        LogBasis,
+        PolynomialKernel,
+    )
+
+    kernel, extra, d = {"gauss": (GaussianKernel(1.5), (), 2),
+                        "ard": (GaussianKernel([0.7, 2.0]), ("linear", "quadratic"), 2),
+                        "spline": (LinearSplineKernel(), (), 1),
+                        "poly": (PolynomialKernel(3, 0.5, 1.0), (), 2),
+                        "linear": (LinearKernel(), ("linear",), 2),
+                        "log": (LogBasis(), (), 2)}[name]
+    rng = np.random.default_rng(0)
+    X, C = rng.uniform(-2, 2, (9, d)), rng.uniform(-2, 2, (5, d))
+    basis = Basis(kernel, C, True, extra, dictionary=True)
+    Xs = pt.dmatrix("X")
+    f = pytensor.function([Xs], basis.tensor_design(Xs))
+    np.testing.assert_allclose(f(X), basis.design(X), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_set_data_predicts_out_of_sample_through_the_joint_model():
+    """pm.set_data({"X": X_new}) on the joint model moves its design (built in the graph):
+    PyMC's predictive at X_new equals predict()'s mixture over the same ADVI draws; the
+    collapsed model has no X to set (it fails loudly instead of predicting in sample)."""
+    pm = pytest.importorskip("pymc")
+    X, t = _sinc(30, seed=7)
+    problem = RVMRegression(X, t, GaussianKernel(3.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = fit(problem, "advi", seed=1, draws=500)
+    Xn = np.linspace(-12, 12, 9)[:, None]
+    model = problem.pymc_model()
+    with model, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pm.set_data({"X": Xn}, coords={"obs": np.arange(9)})
+        pp = pm.sample_posterior_predictive(post, var_names=["t"], random_seed=3,
+                                            progressbar=False, predictions=True)
+    pred = predict(post, Xn, kind="samples")
+    _moments_agree(pp["predictions"]["t"].values, pred.mean, pred.var)
+    with pytest.raises(Exception, match="X"):
+        with problem.pymc_model(collapsed=True):
+            pm.set_data({"X": Xn})
