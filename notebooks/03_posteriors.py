@@ -149,3 +149,24 @@ ax.set_xlabel("x of the training point")
 ax.set_ylabel("Pareto k")
 ax.legend(fontsize=8)
 fig.tight_layout()
+
+# %% [markdown]
+# ## Posterior predictive checks
+# `add_posterior_predictive` draws one replicate of the training targets per posterior draw
+# (from the result's own draws of $w$ and $\beta$, so it is right for every method, the
+# evidence fit included); ArviZ's checks then apply as to any PyMC result. LOO-PIT values
+# of a well-calibrated model are uniform: the ECDF stays inside the band.
+
+# %%
+from sparsebayes.inference import add_posterior_predictive  # noqa: E402
+
+ppc = {name: add_posterior_predictive(post, seed=0) for name, post in posts.items()}
+for name, p in ppc.items():
+    az.plot_ppc_dist(p)
+    plt.gcf().suptitle(f"{name}: observed t vs replicates")
+# %%
+for name, p in ppc.items():
+    pit = np.asarray(az.loo_pit(p)["t"])
+    print(f"{name:8s} LOO-PIT mean {pit.mean():.3f} (uniform: 0.5), sd {pit.std():.3f} "
+          "(uniform: 0.289)")
+az.plot_ppc_pit(ppc["nuts"])
