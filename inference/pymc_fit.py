@@ -139,14 +139,11 @@ def _assemble(problem, model, *, alpha, beta, w, extra_stats, attrs, rng) -> xr.
         if w is None:
             with one_blas_thread():
                 w, _ = conditional_weights(Phi, problem.t, alpha, beta, rng)
-        # z = w sqrt(alpha): the joint model's own variable, so that PyMC's posterior
-        # predictive on problem.pymc_model() conditions on these draws instead of z's prior
-        posterior.update(w=w, z=w * np.sqrt(alpha), beta=beta, noise_sd=1.0 / np.sqrt(beta))
+        posterior.update(w=w, beta=beta, noise_sd=1.0 / np.sqrt(beta))  # z: make_datatree
         loglik = gaussian_log_likelihood(problem.t, w @ Phi.T, beta)
         extra = {}
     else:
         posterior["w"] = w
-        posterior["z"] = w * np.sqrt(alpha)  # the joint model's z (see above)
         if w.ndim == 4:
             F = np.einsum("nm,cdmk->cdnk", Phi, w)
             extra = {"extra_dims": {"w": ["basis", "class"], "alpha": ["basis", "class"],

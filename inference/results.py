@@ -76,6 +76,7 @@ def make_datatree(
     coords.update(extra_coords or {})
     dims = {"w": ["basis"], "z": ["basis"], "alpha": ["basis"], "t": ["obs"]}
     dims.update(extra_dims or {})
+    dims["z"] = dims["w"]  # z = w sqrt(alpha) shares w's dims
 
     centre_index = basis.centre_index()[columns]
     kernel_index = basis.kernel_index()[columns]
@@ -97,8 +98,13 @@ def make_datatree(
     dims.update({"X": ["obs", "feature"], "centres": ["basis", "feature"],
                  "centre_index": ["basis"], "dictionary": ["dictionary_centre", "feature"]})
     sample = ["chain", "draw"]
-    children = {"posterior": _group({k: np.asarray(v) for k, v in posterior.items()}, dims,
-                                    coords, sample)}
+    posterior = {k: np.asarray(v) for k, v in posterior.items()}
+    if "w" in posterior and "alpha" in posterior and "z" not in posterior:
+        # the joint PyMC model's own variable (w = z / sqrt(alpha)): PyMC's posterior
+        # predictive on problem.pymc_model() then conditions on these draws, not z's prior
+        with np.errstate(invalid="ignore", over="ignore"):
+            posterior["z"] = np.nan_to_num(posterior["w"] * np.sqrt(posterior["alpha"]))
+    children = {"posterior": _group(posterior, dims, coords, sample)}
     if log_likelihood is not None:  # None: too large to hold (see pointwise_budget_ok)
         children["log_likelihood"] = _group({"t": np.asarray(log_likelihood)}, dims, coords,
                                             sample, skip_event_dims=True)

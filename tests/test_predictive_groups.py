@@ -180,3 +180,27 @@ def test_set_data_predicts_out_of_sample_through_the_joint_model():
     with pytest.raises(Exception, match="X"):
         with problem.pymc_model(collapsed=True):
             pm.set_data({"X": Xn})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["evidence", "vrvm"])
+def test_pruned_results_on_the_pymc_route_through_pymc_trace(method):
+    """An evidence result holds only its relevance vectors: pymc_trace puts it on the joint
+    model's whole basis (pruned w = z = 0), and PyMC's replicates then match predict()'s
+    mixture over the same draws; a posterior of another basis is refused."""
+    pm = pytest.importorskip("pymc")
+    from sparsebayes.inference import pymc_trace
+
+    X, t = _sinc(30, seed=8)
+    problem = RVMRegression(X, t, GaussianKernel(3.0))
+    post = fit(problem, method, seed=3)
+    trace = pymc_trace(post, problem)
+    assert trace.sizes["basis"] == problem.basis.n_columns
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pp = pm.sample_posterior_predictive(trace, model=problem.pymc_model(), var_names=["t"],
+                                            random_seed=4, progressbar=False)
+    ref = predict(post, X, kind="samples")
+    _moments_agree(pp["posterior_predictive"]["t"].values, ref.mean, ref.var)
+    with pytest.raises(ValueError, match="another basis"):
+        pymc_trace(post, RVMRegression(X, t, GaussianKernel(1.0)))

@@ -18,12 +18,14 @@ def _reference(problem, basis, columns, posterior, log_likelihood, sample_stats,
     labels = np.asarray(basis.labels, dtype=str)[columns]
     n, d = problem.X.shape
     coords = {"basis": labels, "obs": np.arange(n), "feature": np.arange(d), **extra_coords}
-    dims = {"w": ["basis"], "alpha": ["basis"], "t": ["obs"], "X": ["obs", "feature"],
+    dims = {"w": ["basis"], "z": ["basis"], "alpha": ["basis"], "t": ["obs"],
+            "X": ["obs", "feature"],
             "centres": ["basis", "feature"], "centre_index": ["basis"], **extra_dims}
     cidx = basis.centre_index()[columns]
     centres = np.full((columns.size, d), np.nan)
     centres[cidx >= 0] = basis.centres[cidx[cidx >= 0]]
     plain = {k: v for k, v in sample_stats.items() if not isinstance(v, tuple)}
+    posterior = {**posterior, "z": posterior["w"] * np.sqrt(posterior["alpha"])}  # joint model
     groups = {"posterior": posterior, "log_likelihood": {"t": log_likelihood},
               "observed_data": {"t": problem.t},
               "constant_data": {"X": problem.X, "centres": centres, "centre_index": cidx}}

@@ -1,0 +1,48 @@
+"""A result's posterior on the whole basis of ``problem.pymc_model()``, for PyMC's
+posterior-predictive route (issue 13)."""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+__all__ = ["pymc_trace"]
+
+PRUNED_ALPHA = 1e300  # alpha of a pruned weight: w = z / sqrt(alpha) = 0 (T01 sec. 2.3)
+
+
+def pymc_trace(post: xr.DataTree, problem) -> xr.Dataset:
+    """The posterior of ``post`` on every column of ``problem.basis``, as
+    ``pm.sample_posterior_predictive(pymc_trace(post, problem), model=problem.pymc_model())``
+    needs it: an evidence (or any pruned) result holds only its relevance vectors, so the
+    pruned columns get ``w = z = 0`` and ``alpha = PRUNED_ALPHA`` (the limit alpha -> inf
+    of T01 sec. 2.3). Results on the whole basis (VRVM, ADVI, NUTS) come back unchanged.
+
+    Raises ``ValueError`` when ``post`` is of another problem kind or was fitted on another
+    basis (e.g. a learned kernel width): ``problem.pymc_model()`` would then predict with the
+    wrong design matrix."""
+    kind = post.attrs.get("problem_kind")
+    if kind != problem.kind:
+        raise ValueError(f"post is a {kind} posterior, problem is {problem.kind}")
+    if post.attrs.get("basis_spec") != problem.basis.spec():
+        raise ValueError(
+            "post was fitted on another basis than problem.basis (e.g. a learned kernel "
+            f"width): {post.attrs.get('basis_spec')} vs {problem.basis.spec()}; build the "
+            "problem with the fitted kernel, or use sparsebayes.inference.predict")
+    ds = post["posterior"].to_dataset()
+    labels = np.asarray(problem.basis.labels, dtype=str)
+    have = np.asarray(ds["basis"].values, dtype=str)
+    missing = set(have) - set(labels)
+    if missing:
+        raise ValueError(f"post has basis columns {sorted(missing)[:5]} that problem.basis "
+                         "lacks: it was fitted on another problem")
+    if have.size == labels.size:
+        return ds
+    out = {}
+    for name, v in ds.data_vars.items():
+        if "basis" not in v.dims:
+            out[name] = v
+            continue
+        fill = PRUNED_ALPHA if name == "alpha" else 0.0
+        out[name] = v.reindex(basis=labels, fill_value=fill)
+    return xr.Dataset(out, attrs=ds.attrs)
