@@ -89,8 +89,11 @@ def main() -> None:
         try:
             out = subprocess.run([python, __file__, "--worker", method], capture_output=True,
                                  text=True, check=True, timeout=args.max_seconds, env=env)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired:  # a row all the same: the time is a lower bound
             print(f"{method} ({python}): over {args.max_seconds} s", flush=True)
+            rows.append({"method": f"{method} (baseline {python}, not finished)",
+                         "fit s": args.max_seconds, "test error": float("nan"),
+                         "vectors": -1, "peak MB": float("nan")})
             continue
         row = json.loads(out.stdout.strip().splitlines()[-1])
         if python != sys.executable:
