@@ -21,6 +21,7 @@ def _reference(problem, basis, columns, posterior, log_likelihood, sample_stats,
     dims = {"w": ["basis"], "z": ["basis"], "alpha": ["basis"], "t": ["obs"],
             "X": ["obs", "feature"],
             "centres": ["basis", "feature"], "centre_index": ["basis"], **extra_dims}
+    dims["z"] = dims["w"]  # z = w sqrt(alpha), the joint model's variable, on w's dims
     cidx = basis.centre_index()[columns]
     centres = np.full((columns.size, d), np.nan)
     centres[cidx >= 0] = basis.centres[cidx[cidx >= 0]]
