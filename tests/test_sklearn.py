@@ -313,7 +313,9 @@ def mixture_moments(post, X):
 @pytest.mark.parametrize("method, options", [
     ("vrvm", {}),
     ("advi", {"draws": 200}),
-    ("nuts", {"draws": 500, "tune": 500, "chains": 2}),
+    # a wrapper test, not a convergence test: 2 x 500 draws put R-hat at 1.006-1.012
+    # (seed- and load-dependent), so the sampling warning is off here
+    ("nuts", {"draws": 500, "tune": 500, "chains": 2, "warn": False}),
 ])
 def test_rvr_other_posteriors_are_the_library_fit(method, options):
     """posterior= is fit(problem, method): same posterior as the library's (same seed), and
