@@ -1,28 +1,28 @@
-"""The study on the user's own data (inference/study/data.py): files, DataFrames, arrays;
-the same splits and standardisation as the built-in sets; clear errors before any cell."""
+"""Study data (inference/study/data.py): the built-in sets and the user's own (files,
+DataFrames, arrays); seeded splits and standardisation; clear errors before any cell."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import STUDY_DATA as DATA
+from conftest import STUDY_METHODS as METHODS
 from sklearn.datasets import load_diabetes
 
 from sparsebayes.inference import study as st
 from sparsebayes.inference.cli import main
 from sparsebayes.inference.study import executors
-
-TIMING = list(st.TIMING_COLUMNS)
-METHODS = "rvm/evidence,svm"
+from sparsebayes.inference.study.run import config as study_config
+from sparsebayes.models.datasets import DATASETS
 
 
 def _frame(n: int = 60) -> pd.DataFrame:
     X, y = load_diabetes(return_X_y=True, as_frame=True)
     return X.iloc[:n].assign(progression=y.iloc[:n])
 
-
-def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
-    pd.testing.assert_frame_equal(a.drop(columns=TIMING), b.drop(columns=TIMING))
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def no_cells(monkeypatch):
     monkeypatch.setattr(executors, "run_cell", boom)
 
 
-def test_csv_parquet_dataframe_and_arrays_give_identical_tables(tmp_path):
+def test_csv_parquet_dataframe_and_arrays_give_identical_tables(tmp_path, same_table):
     df = _frame()
     csv = tmp_path / "mine.csv"
     df.to_csv(csv, index=False)
@@ -42,13 +42,13 @@ def test_csv_parquet_dataframe_and_arrays_give_identical_tables(tmp_path):
     from_df = st.run_study({"mine": (df, "progression")}, METHODS, 2, progress=False)
     X, y = df.drop(columns="progression").to_numpy(), df["progression"].to_numpy()
     assert (from_csv["status"] == "ok").all() and (from_csv["dataset"] == "mine").all()
-    _same(from_csv, from_df)
+    same_table(from_csv, from_df)
     # the arrays carry no column names: the digest differs, the numbers do not
     from_arrays = st.run_study({"mine": (X, y)}, METHODS, 2, progress=False)
-    _same(from_csv, from_arrays)
+    same_table(from_csv, from_arrays)
     pytest.importorskip("pyarrow")
     df.to_parquet(tmp_path / "mine.parquet")
-    _same(st.run_study(f"{tmp_path / 'mine.parquet'}:target=progression", METHODS, 2,
+    same_table(st.run_study(f"{tmp_path / 'mine.parquet'}:target=progression", METHODS, 2,
                        progress=False), from_df)
 
 
@@ -131,7 +131,7 @@ def test_parquet_without_an_engine_says_what_to_install(tmp_path, monkeypatch):
         st.parse_data(f"{tmp_path / 'd.parquet'}:target=y")
 
 
-def test_changed_file_is_not_resumed_from_old_cells(tmp_path):
+def test_changed_file_is_not_resumed_from_old_cells(tmp_path, same_table):
     df = _frame(40)
     csv = tmp_path / "mine.csv"
     df.to_csv(csv, index=False)
@@ -139,7 +139,7 @@ def test_changed_file_is_not_resumed_from_old_cells(tmp_path):
     first = st.run_study(f"{csv}:target=progression", "svm", 1, out, progress=False)
     again = st.run_study(f"{csv}:target=progression", "svm", 1, out, progress=False,
                          resume=True)
-    _same(first, again)
+    same_table(first, again)
     df.assign(progression=df["progression"] * 2 + 1).to_csv(csv, index=False)
     changed = st.run_study(f"{csv}:target=progression", "svm", 1, out, progress=False,
                            resume=True)
@@ -152,3 +152,87 @@ def test_changed_file_is_not_resumed_from_old_cells(tmp_path):
         st.parse_data(f"{csv}:target=progression")[0].digest != \
         st.user_data(df, target="progression", name="mine").digest
     assert len(changed) == 1
+
+
+def test_splits_are_seeded_and_standardised():
+    a = st.load_split(DATA, 1, seed=3)
+    b = st.load_split(DATA, 1, seed=3)
+    c = st.load_split(DATA, 2, seed=3)
+    np.testing.assert_array_equal(a.X_train, b.X_train)
+    assert not np.array_equal(a.X_train, c.X_train)
+    assert a.X_train.shape == (60, 10)
+    np.testing.assert_allclose(a.X_train.mean(0), 0, atol=1e-12)
+    np.testing.assert_allclose(a.X_train.std(0), 1, atol=1e-12)
+    np.testing.assert_allclose([a.y_train.mean(), a.y_train.std()], [0, 1], atol=1e-12)
+
+
+def test_folds_partition_the_data():
+    from sklearn.datasets import load_diabetes
+
+    X, _ = load_diabetes(return_X_y=True)
+    sizes = []
+    rows = []
+    for k in range(5):
+        s = st.load_split("diabetes:folds=5", k, seed=0)
+        sizes.append((s.X_train.shape[0], s.X_test.shape[0]))
+        rows.append(s.X_test)
+    assert all(tr + te == X.shape[0] for tr, te in sizes)
+    assert sum(te for _, te in sizes) == X.shape[0]  # test folds are disjoint and cover
+    with pytest.raises(ValueError, match="split 5 does not exist"):
+        st.load_split("diabetes:folds=5", 5)
+
+
+def test_missing_data_file_names_file_and_folder(tmp_path, monkeypatch):
+    files = [i for i in DATASETS.values() if i.files]
+    if not files:
+        pytest.skip("no file-based data set registered")
+    info = files[0]
+    with pytest.raises(FileNotFoundError, match=re.escape(info.files[0])) as err:
+        st.run_study(info.name, "svm", 1, data_dir=tmp_path, progress=False)
+    assert str(tmp_path) in str(err.value)
+
+
+SHARED = "../shared/data"  # the benchmark files, relative to the repo root (see COMMON)
+
+
+def test_generated_and_file_splits_match_the_loaders():
+    """Each study data set against a direct call of sparsebayes.models.datasets."""
+    from sparsebayes.models import datasets as ds
+
+    s = st.load_split("sinc:n_train=40:n_test=30", 0, seed=2)
+    assert s.X_train.shape == (40, 1) and s.X_test.shape == (30, 1)
+    np.testing.assert_allclose(s.X_train[:, 0], np.linspace(-10, 10, 40))
+    # Gaussian noise of sd 0.1 around sin(x)/x (a loose check of the generator's noise)
+    resid = np.concatenate([s.y_train - np.sin(s.X_train[:, 0]) / s.X_train[:, 0],
+                            s.y_test - np.sin(s.X_test[:, 0]) / s.X_test[:, 0]])
+    assert 0.06 < resid.std() < 0.14
+    np.testing.assert_allclose(s.truth(np.array([[np.pi / 2]])), [2 / np.pi])
+    r = st.load_split("ripley_mixture", 3)
+    assert r.X_train.shape == (100, 2) and set(np.unique(r.y_train)) == {0, 1}
+
+    for k in (0, 7):
+        got = st.load_split("german", k, data_dir=SHARED)
+        X, y, Xs, ys = ds.load_ida("german", k, data_dir=SHARED)
+        np.testing.assert_array_equal(got.X_train, X)
+        np.testing.assert_array_equal(got.y_test, ys)
+    with pytest.raises(ValueError, match="image has 9 stored splits"):
+        st.load_split("image", 9, data_dir=SHARED)
+    sub = st.load_split("ripley", 0, data_dir=SHARED)
+    X, y = ds.load_ripley("train", data_dir=SHARED)
+    assert sub.X_train.shape == (100, 2) and sub.X_test.shape == (1000, 2)
+    assert all((X == row).all(1).any() for row in sub.X_train)  # a subset of the 250
+
+
+def test_boston_folds_are_rqc_ten_fold_cv():
+    """R&QC (2005) §3: 10-fold CV, test folds of 51 or 50 cases covering the 506 once."""
+    from sparsebayes.models import datasets as ds
+
+    X, y, _ = ds.load_boston(data_dir=SHARED)
+    sizes = [st.load_split("boston", k, data_dir=SHARED).X_test.shape[0] for k in range(10)]
+    assert sorted(sizes) == [50] * 4 + [51] * 6 and sum(sizes) == X.shape[0]
+    s = st.load_split("boston", 0, data_dir=SHARED)
+    np.testing.assert_allclose([s.y_train.mean(), s.y_train.std()], [0, 1], atol=1e-12)
+    # the study asks for 12 splits, the data set has 10 folds: 10 cells
+    cells, _ = study_config("boston", "svm", 12, 0).cells()
+    assert len(cells) == 10
+

@@ -10,10 +10,18 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+from conftest import STUDY_DATA as DATA
+from conftest import STUDY_METHODS as METHODS
+from scipy import stats
 
+from sparsebayes.inference import fit
 from sparsebayes.inference import study as st
-from sparsebayes.inference.study.report import write_report
+from sparsebayes.inference.cli import main
+from sparsebayes.inference.study.report import paired_tests, write_report
+from sparsebayes.models import GaussianKernel, RVMRegression
+from sparsebayes.models.datasets import DATASETS
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
@@ -81,3 +89,69 @@ def test_html_renders_in_a_headless_browser(report, tmp_path):
     colour = (np.ptp(img, axis=-1) > 0.25).mean()  # saturated pixels: the figures' lines
     assert img.shape[:2] == (2000, 1200)
     assert ink > 0.03 and colour > 0.001, (ink, colour)
+
+
+def test_paired_tests_match_scipy(tiny_table):
+    pt = paired_tests(tiny_table, DATA, "mse")
+    a = tiny_table[tiny_table["method"] == "rvm/evidence"].sort_values("split")["mse"]
+    b = tiny_table[tiny_table["method"] == "svm"].sort_values("split")["mse"]
+    p = stats.ttest_rel(b.to_numpy(), a.to_numpy()).pvalue
+    expected = "<0.01" if p < 0.01 else f"{p:.2f}"
+    assert pt.loc["rvm/evidence", "svm"] == expected
+    assert pt.loc["mean loss", "svm"] == f"{b.mean():.3f}"
+
+
+def _links(md: str) -> list[str]:
+    return re.findall(r"\]\(([^)\s]+)\)", md)
+
+
+def test_report_links_resolve(tmp_path):
+    out = tmp_path / "rep"
+    st.run_study(DATA, METHODS, 2, out, progress=False)
+    path = write_report(out)
+    md = path.read_text()
+    links = _links(md)
+    assert any(x.endswith(".png") for x in links) and "results.csv" in links
+    for link in links:
+        assert (path.parent / link).is_file(), link
+    # the first split's posterior is stored and equals a direct fit on that split
+    import xarray as xr
+
+    cell = st.Cell(st.DataSpec.parse(DATA), 0, st.MethodSpec.parse("rvm/evidence"))
+    stored = xr.open_datatree(cell.path(out).with_suffix(".zarr"), engine="zarr",
+                              consolidated=False).load()
+    s = st.load_split(DATA, 0)
+    direct = fit(RVMRegression(s.X_train, s.y_train, kernel=GaussianKernel(
+        DATASETS["diabetes"].width)), "evidence", seed=cell.fit_seed)
+    np.testing.assert_array_equal(stored["gaussian_posterior"]["mu"].values,
+                                  direct["gaussian_posterior"]["mu"].values)
+    assert not cell.path(out).with_name("split001.zarr").exists()
+    # summary numbers come from the table
+    t = pd.read_csv(out / "results.csv")
+    rmse = t[t["method"] == "svm"]["rmse"]
+    assert f"{rmse.mean():.3f} ± {rmse.std(ddof=1):.3f}" in md
+
+
+def test_cli_report_and_datasets(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    assert "holds no study" in capsys.readouterr().err
+    assert main(["datasets"]) == 0
+    text = capsys.readouterr().out
+    for name in DATASETS:
+        assert name in text
+    assert main(["study", "--data", "nope", "--out", str(tmp_path / "a")]) == 2
+    assert "diabetes" in capsys.readouterr().err
+
+
+def test_report_compares_posteriors_with_short_names(tmp_path):
+    out = tmp_path / "post"
+    methods = "rvm/evidence,rvm/evidence-mackay:max_iter=500,gp/evidence"
+    st.run_study("sinc:n_train=30:n_test=50", methods, 2, out, progress=False)
+    md = write_report(out).read_text()
+    assert "![posterior comparison](figures/sinc_n_test50_n_train30_posteriors.png)" in md
+    for link in _links(md):
+        assert (out / link).is_file(), link
+    assert "| `rvm/evidence-mackay` |" in md and "`rvm/evidence-mackay`: max_iter=500" in md
+    t = pd.read_csv(out / "results.csv")
+    assert t.loc[t["method"] == "gp/evidence", "n_relevant"].isna().all()
+

@@ -1,0 +1,108 @@
+"""One study cell (inference/study/cells.py): every metric recomputed from a direct
+``fit``/``predict`` or ``GridSearchCV`` on the same split with scikit-learn's metrics;
+failures recorded, inapplicable methods skipped."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import STUDY_DATA as DATA
+from scipy import stats
+from sklearn.metrics import mean_absolute_error, mean_squared_error
+
+from sparsebayes.inference import fit, predict
+from sparsebayes.inference import study as st
+from sparsebayes.inference.study.cells import WIDTH_FACTORS
+from sparsebayes.inference.study.run import config as study_config
+from sparsebayes.models import GaussianKernel, RVMRegression
+from sparsebayes.models.datasets import DATASETS
+
+
+def test_table_matches_direct_fits(tiny_table):
+    from sklearn.model_selection import GridSearchCV, KFold
+    from sklearn.svm import SVR
+
+    t = tiny_table
+    assert list(t["method"].unique()) == ["rvm/evidence", "svm"]
+    assert (t["status"] == "ok").all() and len(t) == 4
+    width = DATASETS["diabetes"].width
+    for split in (0, 1):
+        s = st.load_split(DATA, split, seed=0)
+        row = t[(t["split"] == split) & (t["method"] == "rvm/evidence")].iloc[0]
+        cell = st.Cell(st.DataSpec.parse(DATA), split, st.MethodSpec.parse("rvm/evidence"))
+        post = fit(RVMRegression(s.X_train, s.y_train, kernel=GaussianKernel(width)),
+                   "evidence", seed=cell.fit_seed)
+        pred = predict(post, s.X_test)
+        assert row["n_relevant"] == post.attrs["n_relevant"]
+        assert row["mse"] == pytest.approx(mean_squared_error(s.y_test, pred.mean), rel=1e-9)
+        assert row["mae"] == pytest.approx(mean_absolute_error(s.y_test, pred.mean), rel=1e-9)
+        nlpd = -np.mean(stats.norm.logpdf(s.y_test, pred.mean, np.sqrt(pred.var)))
+        assert row["nlpd"] == pytest.approx(nlpd, rel=1e-9)
+        lo, hi = stats.norm.interval(0.95, pred.mean, np.sqrt(pred.var))
+        assert row["coverage95"] == pytest.approx(np.mean((s.y_test > lo) & (s.y_test < hi)))
+
+        svm = t[(t["split"] == split) & (t["method"] == "svm")].iloc[0]
+        sd = np.std(s.y_train)
+        grid = {"C": sd * np.logspace(-1, 2, 4), "epsilon": sd * np.array([0.01, 0.1, 0.3])}
+        svm_seed = st.Cell(cell.data, split, st.MethodSpec.parse("svm")).fit_seed
+        folds = KFold(5, shuffle=True, random_state=svm_seed)
+        ref = GridSearchCV(SVR(gamma=1 / width**2), grid, cv=folds).fit(s.X_train, s.y_train)
+        assert svm["n_relevant"] == ref.best_estimator_.support_.size
+        assert svm["mse"] == pytest.approx(
+            mean_squared_error(s.y_test, ref.predict(s.X_test)), rel=1e-9)
+        assert np.isnan(svm["nlpd"])
+
+
+def test_classification_cell_matches_direct_fit():
+    from sklearn.metrics import accuracy_score, brier_score_loss, log_loss
+
+    from sparsebayes.models import RVMClassification
+
+    data = "breast_cancer_wisconsin:n_train=80"
+    row = st.run_study(data, "rvm/evidence", 1, progress=False).iloc[0]
+    assert row["status"] == "ok", row["error"]
+    s = st.load_split(data, 0)
+    cell = st.Cell(st.DataSpec.parse(data), 0, st.MethodSpec.parse("rvm/evidence"))
+    post = fit(RVMClassification(s.X_train, s.y_train, kernel=GaussianKernel(
+        DATASETS["breast_cancer_wisconsin"].width)), "evidence", seed=cell.fit_seed)
+    p1 = predict(post, s.X_test).proba[:, 1]  # moderated output, the default
+    assert row["n_relevant"] == post.attrs["n_relevant"]
+    assert row["error_rate"] == pytest.approx(1 - accuracy_score(s.y_test, p1 > 0.5))
+    assert row["log_loss"] == pytest.approx(log_loss(s.y_test, p1), rel=1e-9)
+    # two-class Brier summed over both columns is twice scikit-learn's binary score
+    assert row["brier"] == pytest.approx(2 * brier_score_loss(s.y_test, p1), rel=1e-9)
+
+
+def test_width_by_cross_validation():
+    t = st.run_study(DATA, "rvm/evidence:width=cv:cv=3,svm:width=cv,rvm/evidence-mackay", 1,
+                     progress=False)
+    assert (t["status"] == "ok").all(), t["error"].tolist()
+    grid = DATASETS["diabetes"].width * WIDTH_FACTORS
+    for w in t["width"].iloc[:2]:
+        assert np.isclose(grid, w).any()
+    assert t["width"].iloc[2] == DATASETS["diabetes"].width
+    bad = st.run_study(DATA, "rvm/evidence:width=cv:max_iter=0", 1, progress=False).iloc[0]
+    assert bad["status"] == "failed"
+
+
+def test_failing_cell_records_its_error():
+    t = st.run_study(DATA, "rvm/evidence:max_iter=0,svm", 1, progress=False)
+    bad = t[t["method"] == "rvm/evidence:max_iter=0"].iloc[0]
+    assert bad["status"] == "failed" and "max_iter must be a positive integer" in bad["error"]
+    assert t[t["method"] == "svm"]["status"].eq("ok").all()
+
+
+def test_method_not_applicable_to_a_task_is_skipped(monkeypatch):
+    # rvm* has no classification form: with a regression and a classification data set the
+    # study runs it on the first and lists the pair as skipped, instead of failing
+    from sparsebayes.inference import api
+
+    monkeypatch.setitem(api.PREDICT_KINDS["regression"], "rvm*",
+                        api.PREDICT_KINDS["regression"].get("rvm*", "predictive:predict_rvm"))
+    cfg = study_config(f"{DATA},breast_cancer_wisconsin", "svm,rvm*/evidence", 2, 0)
+    cells, skipped = cfg.cells()
+    assert sorted((c.data.name, c.method.label) for c in cells if c.split == 0) == [
+        ("breast_cancer_wisconsin", "svm"), ("diabetes", "rvm*/evidence"), ("diabetes", "svm")]
+    assert skipped == [{"dataset": "breast_cancer_wisconsin", "method": "rvm*/evidence",
+                        "reason": "rvm* does not do classification"}]
+

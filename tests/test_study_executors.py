@@ -1,0 +1,110 @@
+"""Study executors (inference/study/executors.py) against each other: in-process, local
+processes, a Dask ``LocalCluster``; a killed study resumes with only its missing cells."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import STUDY_DATA as DATA
+from conftest import STUDY_METHODS as METHODS
+
+from sparsebayes.inference import study as st
+from sparsebayes.inference.cli import main
+
+
+def _processes_with(marker: str) -> list[int]:
+    """Live processes whose environment holds ``marker`` (Linux /proc)."""
+    pids = []
+    for env in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker.encode() in env.read_bytes().split(b"\0"):
+                pids.append(int(env.parent.name))
+        except OSError:  # gone meanwhile, or not ours
+            pass
+    return pids
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("user", [False, True], ids=["built-in", "csv+estimator"])
+def test_resume_after_kill_computes_only_missing_cells(tmp_path, user, same_table):
+    """Kill a running `sparsebayes study` half-way (at most 9 of its 18 cells kept, so a
+    fast finish cannot hide the resume); re-running with --resume leaves the finished
+    cells' files untouched and computes the rest; the table equals a clean run.
+    The killed study's pool workers exit by themselves (they used to wait forever). The
+    same with the user's data (a CSV file) and a scikit-learn estimator baseline."""
+    out = tmp_path / "res"
+    data, methods = "diabetes:n_train=80", "rvm/evidence,svm,rvm/evidence-mackay"
+    if user:
+        from sklearn.datasets import load_diabetes
+
+        X, y = load_diabetes(return_X_y=True, as_frame=True)
+        X.assign(target=y).to_csv(tmp_path / "mine.csv", index=False)
+        data = f"{tmp_path / 'mine.csv'}:target=target:n_train=80"
+        methods = "rvm/evidence,svm,sklearn=sklearn.ensemble.RandomForestRegressor:" \
+            "n_estimators=30"
+    args = ["--data", data, "--methods", methods, "--splits", "6", "--out", str(out),
+            "--n-jobs", "2", "--no-progress", "--no-report"]
+    cmd = [sys.executable, "-m", "sparsebayes.inference.cli", "study", *args]
+    tag = uuid.uuid4().hex
+    marker = f"SPARSEBAYES_TEST_STUDY={tag}"
+    env = {**os.environ, "SPARSEBAYES_TEST_STUDY": tag}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(out.glob("cells/*/*/*.json"))) < 3:
+        time.sleep(0.02)
+    assert len(_processes_with(marker)) >= 2  # the study and its workers (n_jobs = cores)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 20
+    while _processes_with(marker) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _processes_with(marker), "orphaned study workers"
+    files = sorted(out.glob("cells/*/*/*.json"), key=lambda p: p.stat().st_mtime_ns)
+    assert len(files) >= 3
+    for p in files[9:]:  # a loaded machine may finish every cell before the kill lands
+        p.unlink()
+    done = {p: p.stat().st_mtime_ns for p in files[:9]}
+    assert main(["study", *args, "--resume"]) == 0
+    after = list(out.glob("cells/*/*/*.json"))
+    assert len(after) == 18
+    assert all(p.stat().st_mtime_ns == m for p, m in done.items())
+    clean = st.run_study(data, methods, 6, progress=False)
+    same_table(st.load_table(out), clean)
+
+
+@pytest.mark.slow
+def test_local_processes_equal_in_process(tiny_table, same_table):
+    same_table(st.run_study(DATA, METHODS, 2, n_jobs=2, progress=False), tiny_table)
+
+
+def test_unreachable_scheduler_fails_fast(tmp_path):
+    start = time.perf_counter()
+    with pytest.raises(ConnectionError, match="could not reach the Dask scheduler"):
+        st.run_study(DATA, "svm", 1, tmp_path / "x", scheduler="tcp://127.0.0.1:9",
+                     timeout=2, progress=False)
+    assert time.perf_counter() - start < 15
+    assert not (tmp_path / "x").exists()  # nothing written
+    with pytest.raises(ValueError, match="scheduler must be an address"):
+        st.run_study(DATA, "svm", 1, scheduler="localhost", progress=False)
+
+
+@pytest.mark.slow
+def test_dask_local_cluster_equals_local_run(tiny_table, tmp_path, same_table):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None) as cluster:
+        table = st.run_study(DATA, METHODS, 2, tmp_path / "d", scheduler=cluster.scheduler_address,
+                             progress=False)
+        with distributed.Client(cluster) as client:  # a Client object works too
+            table2 = st.run_study(DATA, METHODS, 2, scheduler=client, progress=False)
+    same_table(table, tiny_table)
+    same_table(table2, tiny_table)
+
