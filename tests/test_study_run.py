@@ -49,3 +49,8 @@ def test_default_study_is_what_the_cli_runs(monkeypatch, tmp_path):
     families = {st.MethodSpec.parse(m).family for m in st.DEFAULT_STUDY["methods"]}
     assert families == set(st.FAMILIES) - {"sklearn"}  # the user names the estimator
 
+    for text in st.DEFAULT_STUDY["methods"]:  # full posteriors on every split (issue 15)
+        options = dict(st.MethodSpec.parse(text).options)
+        assert "splits" not in options, text
+        if st.MethodSpec.parse(text).method == "nuts":
+            assert options["chains"] >= 4 and options["draws"] >= 1000

@@ -178,8 +178,8 @@ DEFAULT_STUDY: dict[str, Any] = {
     "data": ["sinc", "ripley_mixture", "diabetes:n_train=150",
              "breast_cancer_wisconsin:n_train=150"],
     "methods": ["rvm/evidence", "rvm*/evidence", "gp/evidence", "rvm/vrvm",
-                "rvm/advi:centres=50:splits=2",
-                "rvm/nuts:centres=30:chains=4:cores=1:draws=1000:splits=2",
+                "rvm/advi:centres=50",
+                "rvm/nuts:centres=30:chains=4:cores=1:draws=2000",
                 "svm"],
     "splits": 10,
 }
