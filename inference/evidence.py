@@ -278,10 +278,12 @@ def _tied_objective(p, kernel, basis, X, t, cols, scale=None):
     return -value / stats.n, -grad / stats.n
 
 
-def _tied_start(problem, basis: Basis, log_bounds, beta0: float) -> np.ndarray:
-    """Starting ARD widths for the sparse fit, whatever widths the problem holds: the
+def _tied_start(problem, basis: Basis, log_bounds, beta0: float):
+    """The start of the sparse fit with ARD widths, whatever widths the problem holds: the
     maximum of the tied model's evidence (:func:`_tied_objective`), reached by continuation
-    from one width shared by all inputs.
+    from one width shared by all inputs. Returns the log widths, the tied model's columns,
+    their precisions and the noise precision: the sparse fit starts from this dense model
+    (every column in, as Tipping's re-estimation does) and prunes it.
 
     1. Isotropic in standardised units, ``r_k = c sd_k``: the best ``c`` of ``TIED_GRID x
        sqrt(d)`` (``E||x - x'||^2 = 2 d`` there), the precisions and noise maximised at
@@ -320,7 +322,8 @@ def _tied_start(problem, basis: Basis, log_bounds, beta0: float) -> np.ndarray:
     ard = optimize.minimize(_tied_objective, np.r_[x0, iso.x[1:]], jac=True,
                             method="L-BFGS-B", args=(kernel, basis, X, t, cols),
                             bounds=list(zip(lo, hi)) + tail, options={"maxiter": 1000})
-    return ard.x[:d]
+    a_k, a_o, beta = np.exp(ard.x[d:])
+    return ard.x[:d], cols, np.where(basis.kernel_index()[cols] >= 0, a_k, a_o), float(beta)
 
 
 def check_basis(problem) -> None:
@@ -436,15 +439,18 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
     beta = var_t = None
     if problem.learn_width and basis.kernel.is_ard:
         log_bounds = _ard_log_bounds(width_bounds, X)
-        beta0 = 1.0 / (problem.noise_sd**2 if not estimate_noise else 0.1 * np.var(t))
-        basis = _with_log_width(basis.kernel, basis,
-                                _tied_start(problem, basis, log_bounds, beta0))
+        beta = 1.0 / (problem.noise_sd**2 if not estimate_noise else 0.1 * np.var(t))
+        log_width, cols, alpha, beta = _tied_start(problem, basis, log_bounds, beta)
+        basis = _with_log_width(basis.kernel, basis, log_width)
+        warm = (cols, alpha)
     for _outer in range(max_outer):
         data = _data(problem, basis)
         if var_t is None:
             var_t = data.var_t
             beta_max = BETA_MAX_FACTOR / var_t
-            beta = 1.0 / problem.noise_sd**2 if not estimate_noise else 1.0 / (0.1 * var_t)
+            if beta is None:
+                beta = 1.0 / problem.noise_sd**2 if not estimate_noise else 1.0 / (0.1 * var_t)
+            beta = min(beta, beta_max)
         if algorithm == "fast":
             active, alpha, beta, mu, Sigma, tr, converged, n_iter, n_aligned = _run_fast(
                 data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm)
