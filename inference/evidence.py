@@ -236,7 +236,7 @@ def _width_objective(log_width, kernel, basis, X, t, cols, alpha, beta):
 # --------------------------------------------------------------------------------------------
 
 TIED_MAX_KERNEL_COLUMNS = 300  # kernel columns of the tied model (evenly spaced if more)
-TIED_GRID = 2.0 ** np.arange(-2.0, 2.01, 0.5)  # isotropic starts, in units of sqrt(d) sd_k
+TIED_GRID = 2.0 ** np.arange(-2.0, 2.01)  # isotropic starts, in units of sqrt(d) sd_k
 
 
 def _tied_columns(basis: Basis) -> np.ndarray:
