@@ -401,7 +401,11 @@ def _ard_log_bounds(width_bounds, X: np.ndarray) -> list[tuple[float, float]]:
     if width_bounds is None or isinstance(width_bounds, str):
         wb = default_width_bounds(X, ard=True)
     else:
-        wb = np.broadcast_to(np.asarray(width_bounds, dtype=float), (d, 2))
+        wb = np.asarray(width_bounds, dtype=float).reshape(-1, 2)
+        if wb.shape[0] not in (1, d):
+            raise ValueError(f"width_bounds has {wb.shape[0]} (low, high) pairs but X has {d} "
+                             "inputs: give one pair, or one per input")
+        wb = np.broadcast_to(wb, (d, 2))
     if wb is None:
         sd = np.std(X, axis=0)
         mid = np.log(np.sqrt(d) * np.where(sd > 0, sd, 1.0))
