@@ -249,16 +249,17 @@ def _tied_columns(basis: Basis) -> np.ndarray:
     return np.sort(np.concatenate([np.flatnonzero(kidx < 0), kern[take]]))
 
 
-def _tied_objective(p, kernel, basis, X, t, cols, scale=None):
+def _tied_objective(p, kernel, basis, X, t, cols, scale=None, width_grad=True):
     """Minus the log evidence per data point, and its gradient, of the model with every
     column in ``cols`` and one shared precision for the kernel columns (``alpha_k``) and
     one for the others (``alpha_o``): T01 eq. (15) with ``A`` of two values, a Gaussian
     process with covariance ``Phi A^-1 Phi^T`` (no sparsity, so no sparse local optima).
 
     ``p = [ln r (one per input), ln alpha_k, ln alpha_o, ln beta]``, or, with ``scale`` (one
-    value per input), ``p[0] = ln c`` for the isotropic widths ``r = c scale``. Gradients:
-    widths by T01 App. C (:func:`_width_gradient`); precisions and noise by App. A eqs. (42)
-    and (45) summed over each group: ``dL/d ln alpha_g = 1/2 sum_g [1 - alpha_g (mu_i^2 +
+    value per input), ``p[0] = ln c`` for the isotropic widths ``r = c scale``
+    (``width_grad=False``: the widths' gradient is left at 0, for a search at fixed widths).
+    Gradients: widths by T01 App. C (:func:`_width_gradient`); precisions and noise by App. A
+    eqs. (42) and (45) summed over each group: ``dL/d ln alpha_g = 1/2 sum_g [1 - alpha_g (mu_i^2 +
     Sigma_ii)]``, ``dL/d ln beta = 1/2 [N - beta (||t - Phi mu||^2 + tr(Sigma Phi^T Phi))]``."""
     nw = 1 if scale is not None else X.shape[1]
     log_width = p[0] + np.log(scale) if scale is not None else p[:nw]
@@ -270,7 +271,9 @@ def _tied_objective(p, kernel, basis, X, t, cols, scale=None):
     mu, Sigma, L = gram_weight_posterior(stats.G, stats.Phit, alpha, beta)
     rss = stats.rss(np.arange(cols.size), mu)
     value = evidence_from_factor(stats.n, beta, alpha, L, rss, mu)
-    g_w = _log_width_gradient(b.kernel, _width_gradient(b, X, t, cols, mu, Sigma, beta))
+    g_w = np.zeros(X.shape[1])
+    if width_grad:
+        g_w = _log_width_gradient(b.kernel, _width_gradient(b, X, t, cols, mu, Sigma, beta))
     e = 1.0 - alpha * (mu**2 + np.diag(Sigma))
     grad = np.concatenate([[g_w.sum()] if scale is not None else g_w,
                            [0.5 * e[is_k].sum(), 0.5 * e[~is_k].sum(),
@@ -308,11 +311,12 @@ def _tied_start(problem, basis: Basis, log_bounds, beta0: float):
     p_tail = np.array([0.0, 0.0, lb])
     c_lo, c_hi = np.max(lo - np.log(sd)), np.min(hi - np.log(sd))  # c with r in bounds
     best = None
-    for c in np.log(np.sqrt(d) * TIED_GRID):
+    for c in np.log(np.sqrt(d) * TIED_GRID):  # each from the previous one's precisions
         c = float(np.clip(c, c_lo, c_hi)) if c_lo <= c_hi else c
         res = optimize.minimize(_tied_objective, np.r_[c, p_tail], jac=True,
-                                method="L-BFGS-B", args=(kernel, basis, X, t, cols, sd),
+                                method="L-BFGS-B", args=(kernel, basis, X, t, cols, sd, False),
                                 bounds=[(c, c)] + tail)
+        p_tail = res.x[1:]
         if best is None or res.fun < best.fun:
             best = res
     c_bounds = (c_lo, c_hi) if c_lo <= c_hi else (best.x[0], best.x[0])
