@@ -255,19 +255,23 @@ def _tied_objective(p, kernel, basis, X, t, cols, scale=None, width_grad=True):
     one for the others (``alpha_o``): T01 eq. (15) with ``A`` of two values, a Gaussian
     process with covariance ``Phi A^-1 Phi^T`` (no sparsity, so no sparse local optima).
 
-    ``p = [ln r (one per input), ln alpha_k, ln alpha_o, ln beta]``, or, with ``scale`` (one
-    value per input), ``p[0] = ln c`` for the isotropic widths ``r = c scale``
-    (``width_grad=False``: the widths' gradient is left at 0, for a search at fixed widths).
-    Gradients: widths by T01 App. C (:func:`_width_gradient`); precisions and noise by App. A
-    eqs. (42) and (45) summed over each group: ``dL/d ln alpha_g = 1/2 sum_g [1 - alpha_g (mu_i^2 +
-    Sigma_ii)]``, ``dL/d ln beta = 1/2 [N - beta (||t - Phi mu||^2 + tr(Sigma Phi^T Phi))]``."""
+    ``p = [ln r (one per input), ln lambda_k, ln lambda_o, ln beta]`` with the precisions
+    relative to the noise, ``alpha_g = beta lambda_g`` (``H = beta (Phi^T Phi + Lambda)``:
+    bounding ``lambda`` bounds its condition number); or, with ``scale`` (one value per
+    input), ``p[0] = ln c`` for the isotropic widths ``r = c scale`` (``width_grad=False``:
+    the widths' gradient is left at 0, for a search at fixed widths). Gradients: widths by
+    T01 App. C (:func:`_width_gradient`); by App. A eqs. (42) and (45) summed over each
+    group, ``dL/d ln alpha_g = 1/2 sum_g e_i`` with ``e_i = 1 - alpha_i (mu_i^2 +
+    Sigma_ii)`` and ``dL/d ln beta = 1/2 [N - beta (||t - Phi mu||^2 + tr(Sigma Phi^T
+    Phi))]``, so ``dL/d ln lambda_g = dL/d ln alpha_g`` and ``dL/d ln beta`` at fixed
+    ``lambda`` adds ``1/2 sum_i e_i``."""
     nw = 1 if scale is not None else X.shape[1]
     log_width = p[0] + np.log(scale) if scale is not None else p[:nw]
-    a_k, a_o, beta = np.exp(p[nw:])
+    lam_k, lam_o, beta = np.exp(p[nw:])
     b = basis.with_kernel(kernel.with_width(np.exp(log_width)))
     stats = gram_statistics(b, X, t, columns=cols)
     is_k = b.kernel_index()[cols] >= 0
-    alpha = np.where(is_k, a_k, a_o)
+    alpha = beta * np.where(is_k, lam_k, lam_o)
     mu, Sigma, L = gram_weight_posterior(stats.G, stats.Phit, alpha, beta)
     rss = stats.rss(np.arange(cols.size), mu)
     value = evidence_from_factor(stats.n, beta, alpha, L, rss, mu)
@@ -275,9 +279,9 @@ def _tied_objective(p, kernel, basis, X, t, cols, scale=None, width_grad=True):
     if width_grad:
         g_w = _log_width_gradient(b.kernel, _width_gradient(b, X, t, cols, mu, Sigma, beta))
     e = 1.0 - alpha * (mu**2 + np.diag(Sigma))
+    g_beta = 0.5 * (stats.n - beta * (rss + np.sum(Sigma * stats.G)) + e.sum())
     grad = np.concatenate([[g_w.sum()] if scale is not None else g_w,
-                           [0.5 * e[is_k].sum(), 0.5 * e[~is_k].sum(),
-                            0.5 * (stats.n - beta * (rss + np.sum(Sigma * stats.G)))]])
+                           [0.5 * e[is_k].sum(), 0.5 * e[~is_k].sum(), g_beta]])
     return -value / stats.n, -grad / stats.n
 
 
@@ -297,7 +301,18 @@ def _tied_start(problem, basis: Basis, log_bounds, beta0: float):
     for good: a wide width makes an input's effect invisible (the gradient on ``ln r``
     vanishes like ``r^-2``) and an intermediate one is worse than none (a barrier; seen on
     Friedman #1's quadratic input). From a shared width the inputs separate smoothly.
+
+    The searches probe extreme precisions (nearly collinear wide columns with tiny alpha),
+    where the factorisation needs jitter: its warning is dropped here, as this model is only
+    the start; the sparse fit warns about its own.
     """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "the posterior precision", NumericalWarning)
+        return _tied_search(problem, basis, log_bounds, beta0)
+
+
+def _tied_search(problem, basis: Basis, log_bounds, beta0: float):
+    """:func:`_tied_start` without its warning filter."""
     X, t = problem.X, problem.t
     d = X.shape[1]
     kernel = basis.kernel
@@ -305,10 +320,18 @@ def _tied_start(problem, basis: Basis, log_bounds, beta0: float):
     sd = np.std(X, axis=0)
     sd = np.where(sd > 0, sd, 1.0)
     lo, hi = np.array(log_bounds).T
-    fixed_beta = problem.noise_sd is not None
+    # lambda = alpha / beta within 1e-9 and 1e9 times the largest possible diagonal of
+    # Phi^T Phi (kernel columns are at most 1): cond(H) stays below ~1e9 M; the noise
+    # between sd(t) / 10 (as in _solve) and the floor of _solve, 1e-3 sd(t)
+    extra = basis.design(X, columns=np.flatnonzero(basis.kernel_index() < 0))
+    scale_g = np.log(X.shape[0] * max(1.0, float(np.max(extra**2, initial=0.0))))
+    lam = (scale_g - 9 * np.log(10), scale_g + 9 * np.log(10))
+    var_t = float(np.var(t))
     lb = np.log(beta0)
-    tail = [(-50.0, 50.0), (-50.0, 50.0), (lb, lb) if fixed_beta else (-50.0, 50.0)]
-    p_tail = np.array([0.0, 0.0, lb])
+    noise = (lb, lb) if problem.noise_sd is not None else (
+        np.log(1.0 / var_t), np.log(BETA_MAX_FACTOR / var_t))
+    tail = [lam, lam, noise]
+    p_tail = np.array([scale_g - 3 * np.log(10)] * 2 + [float(np.clip(lb, *noise))])
     c_lo, c_hi = np.max(lo - np.log(sd)), np.min(hi - np.log(sd))  # c with r in bounds
     best = None
     for c in np.log(np.sqrt(d) * TIED_GRID):  # each from the previous one's precisions
@@ -326,8 +349,9 @@ def _tied_start(problem, basis: Basis, log_bounds, beta0: float):
     ard = optimize.minimize(_tied_objective, np.r_[x0, iso.x[1:]], jac=True,
                             method="L-BFGS-B", args=(kernel, basis, X, t, cols),
                             bounds=list(zip(lo, hi)) + tail, options={"maxiter": 1000})
-    a_k, a_o, beta = np.exp(ard.x[d:])
-    return ard.x[:d], cols, np.where(basis.kernel_index()[cols] >= 0, a_k, a_o), float(beta)
+    lam_k, lam_o, beta = np.exp(ard.x[d:])
+    alpha = beta * np.where(basis.kernel_index()[cols] >= 0, lam_k, lam_o)
+    return ard.x[:d], cols, alpha, float(beta)
 
 
 def check_basis(problem) -> None:
@@ -633,6 +657,9 @@ def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-6,
     ``width_bounds`` (with ``learn_width``): ``(low, high)`` for the Gaussian width (or one
     pair per input dimension), ``"data"`` for :func:`default_width_bounds`, or None (default)
     for a factor ``e^7`` either way from the start width, which is always inside the bounds.
+    With one width per input (ARD) the search does not start from the problem's widths but
+    from the tied-alpha model's optimum (:func:`_tied_start`), so the result does not depend
+    on them; None then means :func:`default_width_bounds`.
     """
     return _fit(problem, "fast", "evidence", seed=seed, max_iter=max_iter, tol=tol,
                 draws=draws, chains=chains, width_bounds=width_bounds)

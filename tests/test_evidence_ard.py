@@ -138,9 +138,9 @@ def test_reported_evidence_is_eq15_at_the_returned_widths(friedman_fits):
 
 @pytest.mark.parametrize("isotropic", [False, True])
 def test_tied_objective_is_eq15_and_its_gradient_matches_finite_differences(isotropic):
-    """The tied model's value is eq. (15) with A = diag(alpha_k on kernel columns, alpha_o
-    on the bias and linear columns), dense; its gradient (App. C for the widths, App. A
-    eqs. 42 and 45 for ln alpha and ln beta) equals central differences."""
+    """The tied model's value is eq. (15) with A = beta diag(lambda_k on kernel columns,
+    lambda_o on the bias and linear columns), dense; its gradient (App. C for the widths,
+    App. A eqs. 42 and 45 for ln lambda and ln beta) equals central differences."""
     rng = np.random.default_rng(3)
     X = rng.uniform(-1, 1, (45, 3))
     t = np.sin(3 * X[:, 0]) + X[:, 1] + 0.1 * rng.standard_normal(45)
@@ -155,8 +155,8 @@ def test_tied_objective_is_eq15_and_its_gradient_matches_finite_differences(isot
     width = np.exp(p[0]) * scale if isotropic else np.exp(p[:3])
     Phi = basis.with_kernel(GaussianKernel(width)).design(X)
     is_k = basis.kernel_index() >= 0
-    a_k, a_o, beta = np.exp(p[-3:])
-    C = np.eye(t.size) / beta + (Phi / np.where(is_k, a_k, a_o)) @ Phi.T
+    lam_k, lam_o, beta = np.exp(p[-3:])  # alpha_g = beta lambda_g
+    C = np.eye(t.size) / beta + (Phi / (beta * np.where(is_k, lam_k, lam_o))) @ Phi.T
     direct = stats.multivariate_normal(np.zeros(t.size), C).logpdf(t)
     assert -value * t.size == pytest.approx(direct, rel=1e-10)
     h = 1e-5
