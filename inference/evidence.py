@@ -237,6 +237,8 @@ def _width_objective(log_width, kernel, basis, X, t, cols, alpha, beta):
 
 TIED_MAX_KERNEL_COLUMNS = 300  # kernel columns of the tied model (evenly spaced if more)
 TIED_GRID = 2.0 ** np.arange(-2.0, 2.01)  # isotropic starts, in units of sqrt(d) sd_k
+TIED_STEP = 1.0  # largest change of a log width in one L-BFGS-B run from the isotropic start
+TIED_MAX_BOXES = 30
 
 
 def _tied_columns(basis: Basis) -> np.ndarray:
@@ -330,8 +332,10 @@ def _tied_search(problem, basis: Basis, log_bounds, beta0: float):
     lb = np.log(beta0)
     noise = (lb, lb) if problem.noise_sd is not None else (
         np.log(1.0 / var_t), np.log(BETA_MAX_FACTOR / var_t))
-    tail = [lam, lam, noise]
-    p_tail = np.array([scale_g - 3 * np.log(10)] * 2 + [float(np.clip(lb, *noise))])
+    # the bias and extra columns (the mean function) at the weakest prior, as a GP's mean:
+    # with their precision free, wide kernels could carry the mean of t instead
+    tail = [lam, (lam[0], lam[0]), noise]
+    p_tail = np.array([scale_g - 3 * np.log(10), lam[0], float(np.clip(lb, *noise))])
     c_lo, c_hi = np.max(lo - np.log(sd)), np.min(hi - np.log(sd))  # c with r in bounds
     best = None
     for c in np.log(np.sqrt(d) * TIED_GRID):  # each from the previous one's precisions
@@ -345,13 +349,18 @@ def _tied_search(problem, basis: Basis, log_bounds, beta0: float):
     c_bounds = (c_lo, c_hi) if c_lo <= c_hi else (best.x[0], best.x[0])
     iso = optimize.minimize(_tied_objective, best.x, jac=True, method="L-BFGS-B",
                             args=(kernel, basis, X, t, cols, sd), bounds=[c_bounds] + tail)
-    x0 = np.clip(iso.x[0] + np.log(sd), lo, hi)
-    ard = optimize.minimize(_tied_objective, np.r_[x0, iso.x[1:]], jac=True,
-                            method="L-BFGS-B", args=(kernel, basis, X, t, cols),
-                            bounds=list(zip(lo, hi)) + tail, options={"maxiter": 1000})
-    lam_k, lam_o, beta = np.exp(ard.x[d:])
+    p = np.r_[np.clip(iso.x[0] + np.log(sd), lo, hi), iso.x[1:]]
+    for _ in range(TIED_MAX_BOXES):  # L-BFGS-B in boxes: ln r moves at most TIED_STEP a run
+        box = list(zip(np.maximum(lo, p[:d] - TIED_STEP), np.minimum(hi, p[:d] + TIED_STEP)))
+        ard = optimize.minimize(_tied_objective, p, jac=True, method="L-BFGS-B",
+                                args=(kernel, basis, X, t, cols), bounds=box + tail)
+        edge = np.abs(ard.x[:d] - p[:d]) > TIED_STEP * (1 - 1e-6)
+        p = ard.x
+        if not edge.any():
+            break
+    lam_k, lam_o, beta = np.exp(p[d:])
     alpha = beta * np.where(basis.kernel_index()[cols] >= 0, lam_k, lam_o)
-    return ard.x[:d], cols, alpha, float(beta)
+    return p[:d], cols, alpha, float(beta)
 
 
 def check_basis(problem) -> None:
