@@ -237,7 +237,7 @@ def _width_objective(log_width, kernel, basis, X, t, cols, alpha, beta):
 
 TIED_MAX_KERNEL_COLUMNS = 300  # kernel columns of the tied model (evenly spaced if more)
 TIED_GRID = 2.0 ** np.arange(-2.0, 2.01)  # isotropic starts, in units of sqrt(d) sd_k
-TIED_STEP = 1.0  # largest change of a log width in one L-BFGS-B run from the isotropic start
+TIED_STEP = 1.0  # largest change of a log parameter in one L-BFGS-B run (_boxed_lbfgs)
 TIED_MAX_BOXES = 30
 
 
@@ -285,6 +285,22 @@ def _tied_objective(p, kernel, basis, X, t, cols, scale=None, width_grad=True):
     grad = np.concatenate([[g_w.sum()] if scale is not None else g_w,
                            [0.5 * e[is_k].sum(), 0.5 * e[~is_k].sum(), g_beta]])
     return -value / stats.n, -grad / stats.n
+
+
+def _boxed_lbfgs(fun, p, bounds, args):
+    """L-BFGS-B run in boxes of ``TIED_STEP`` around its start, each from where the last
+    stopped, until the optimum lies inside one: a trust-region continuation. A single run
+    takes ``p - grad`` as its first trial point, which jumped past barriers (an input
+    switched off for good, a noise-free interpolating model)."""
+    lo, hi = np.array(bounds, dtype=float).T
+    for _ in range(TIED_MAX_BOXES):
+        box = list(zip(np.maximum(lo, p - TIED_STEP), np.minimum(hi, p + TIED_STEP)))
+        res = optimize.minimize(fun, p, jac=True, method="L-BFGS-B", args=args, bounds=box)
+        edge = (np.abs(res.x - p) > TIED_STEP * (1 - 1e-6))
+        p = res.x
+        if not edge.any():
+            break
+    return res
 
 
 def _tied_start(problem, basis: Basis, log_bounds, beta0: float):
@@ -337,27 +353,18 @@ def _tied_search(problem, basis: Basis, log_bounds, beta0: float):
     tail = [lam, (lam[0], lam[0]), noise]
     p_tail = np.array([scale_g - 3 * np.log(10), lam[0], float(np.clip(lb, *noise))])
     c_lo, c_hi = np.max(lo - np.log(sd)), np.min(hi - np.log(sd))  # c with r in bounds
+    if c_lo > c_hi:
+        c_lo = c_hi = float(np.log(np.sqrt(d)))
+    args = (kernel, basis, X, t, cols)
     best = None
-    for c in np.log(np.sqrt(d) * TIED_GRID):  # each from the previous one's precisions
-        c = float(np.clip(c, c_lo, c_hi)) if c_lo <= c_hi else c
-        res = optimize.minimize(_tied_objective, np.r_[c, p_tail], jac=True,
-                                method="L-BFGS-B", args=(kernel, basis, X, t, cols, sd, False),
-                                bounds=[(c, c)] + tail)
-        p_tail = res.x[1:]
+    for c in np.clip(np.log(np.sqrt(d) * TIED_GRID), c_lo, c_hi):
+        res = _boxed_lbfgs(_tied_objective, np.r_[c, p_tail], [(c, c)] + tail,
+                           args + (sd, False))
         if best is None or res.fun < best.fun:
             best = res
-    c_bounds = (c_lo, c_hi) if c_lo <= c_hi else (best.x[0], best.x[0])
-    iso = optimize.minimize(_tied_objective, best.x, jac=True, method="L-BFGS-B",
-                            args=(kernel, basis, X, t, cols, sd), bounds=[c_bounds] + tail)
+    iso = _boxed_lbfgs(_tied_objective, best.x, [(c_lo, c_hi)] + tail, args + (sd,))
     p = np.r_[np.clip(iso.x[0] + np.log(sd), lo, hi), iso.x[1:]]
-    for _ in range(TIED_MAX_BOXES):  # L-BFGS-B in boxes: ln r moves at most TIED_STEP a run
-        box = list(zip(np.maximum(lo, p[:d] - TIED_STEP), np.minimum(hi, p[:d] + TIED_STEP)))
-        ard = optimize.minimize(_tied_objective, p, jac=True, method="L-BFGS-B",
-                                args=(kernel, basis, X, t, cols), bounds=box + tail)
-        edge = np.abs(ard.x[:d] - p[:d]) > TIED_STEP * (1 - 1e-6)
-        p = ard.x
-        if not edge.any():
-            break
+    p = _boxed_lbfgs(_tied_objective, p, list(zip(lo, hi)) + tail, args).x
     lam_k, lam_o, beta = np.exp(p[d:])
     alpha = beta * np.where(basis.kernel_index()[cols] >= 0, lam_k, lam_o)
     return p[:d], cols, alpha, float(beta)
