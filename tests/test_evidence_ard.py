@@ -1,7 +1,9 @@
 """Learned ARD widths (``learn_width=True`` with one Gaussian width per input) whose result
 does not depend on the starting widths (issue 14): the sparse fit starts from the evidence
 optimum of the tied-alpha model (isotropic first), each claim against an independent
-reference (Tipping 2001 §4.4.1, dense eq. 15, finite differences, the design path)."""
+reference (Tipping 2001 §4.4.1, the Friedman #1 function itself, dense eq. 15, finite
+differences, the design path). The ten data sets of §4.4.1 are in benchmarks/bench_ard.py;
+the tests here fit the first three of them."""
 
 import numpy as np
 import pytest
@@ -13,18 +15,30 @@ from sparsebayes.inference.evidence import _tied_columns, _tied_objective
 from sparsebayes.models import GaussianKernel, RVMRegression, datasets
 
 D = 10  # Friedman #1: inputs 1-5 relevant (1-3 non-linearly, 4-5 linearly), 6-10 irrelevant
-N_SETS = 10
+N_SETS = 3  # the first three of the benchmark's ten data sets
 START = 5.0  # every width starts here (inputs standardised); the result does not depend on it
 FIXED_WIDTHS = (4.0, 5.0, 6.0)  # the isotropic baseline's grid (3 and 8 are far worse)
 
 
-def friedman1(seed):
-    """Tipping (2001) App. E: 240 training points with N(0, 1) noise (the generator's
-    default for #1), 1000 noise-free test points; inputs standardised by the training set."""
+def friedman1_raw(seed):
+    """Tipping (2001) App. E: 240 training points on the unit cube with N(0, 1) noise (the
+    generator's default for #1), 1000 noise-free test points."""
     X, t = datasets.friedman(240, 1, seed=seed)
-    Xt, ft = datasets.friedman(1000, 1, seed=1000 + seed, noise=0.0)
+    U, f = datasets.friedman(1000, 1, seed=1000 + seed, noise=0.0)
+    return X, t, U, f
+
+
+def friedman1(seed):
+    """:func:`friedman1_raw` with the inputs standardised by the training set."""
+    X, t, U, f = friedman1_raw(seed)
     m, s = X.mean(0), X.std(0)
-    return (X - m) / s, t, (Xt - m) / s, ft
+    return (X - m) / s, t, (U - m) / s, f
+
+
+def friedman1_f(U):
+    """T01 App. E eq. (62): ``10 sin(pi x1 x2) + 20 (x3 - 1/2)^2 + 10 x4 + 5 x5``."""
+    return (10 * np.sin(np.pi * U[:, 0] * U[:, 1]) + 20 * (U[:, 2] - 0.5) ** 2 + 10 * U[:, 3]
+            + 5 * U[:, 4])
 
 
 def ard_fit(X, t, start, **kw):
@@ -35,6 +49,19 @@ def ard_fit(X, t, start, **kw):
 
 def mse_of(post, Xt, ft):
     return float(np.mean((predict(post, Xt).mean - ft) ** 2))
+
+
+def permutation_effect(f, Z, seed=0):
+    """Per input k: the RMS change of ``f(Z)`` when column k of ``Z`` is permuted (the
+    others held): how much the function uses input k, whatever its parametrisation."""
+    rng = np.random.default_rng(seed)
+    f0 = f(Z)
+    out = []
+    for k in range(Z.shape[1]):
+        Zp = Z.copy()
+        Zp[:, k] = rng.permutation(Zp[:, k])
+        out.append(np.sqrt(np.mean((f(Zp) - f0) ** 2)))
+    return np.array(out)
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +87,10 @@ def friedman_fits():
 @pytest.mark.slow
 def test_friedman1_learned_ard_widths_reproduce_tipping_441(friedman_fits):
     """Tipping (2001) §4.4.1: the eta-RVM (all 10 input scales learned) 0.27 test MSE with
-    11.5 vectors, against 2.80 for the RVM with one width chosen by 5-fold CV. Ours, over 10
-    data sets: mean MSE <= 0.6, at least 3x below the best fixed isotropic width of a grid
-    (chosen by its mean *test* MSE: kinder to the baseline than CV), about as sparse, and
-    the irrelevant inputs' widths at least 10x the relevant ones'."""
+    11.5 vectors, against 2.80 for the RVM with one width chosen by 5-fold CV. Ours, mean
+    over the first 3 of the benchmark's 10 data sets (all 10: benchmarks/results/ard.md):
+    MSE <= 0.6, at least 3x below the best fixed isotropic width of a grid (chosen by its
+    mean *test* MSE: kinder to the baseline than CV), about as sparse."""
     rows = friedman_fits
     mse = np.mean([r["mse"] for r in rows])
     fixed = {w: np.mean([r["fixed"][w] for r in rows]) for w in FIXED_WIDTHS}
@@ -77,21 +104,54 @@ def test_friedman1_learned_ard_widths_reproduce_tipping_441(friedman_fits):
     assert 5 <= n_vec <= 25, report
     # the printed baseline is Tipping's: 2.80 sits inside our grid's range
     assert 2.0 <= best_fixed <= 4.0, report
-    W = np.log([r["width"] for r in rows])
-    print("irrelevant / relevant widths, geometric means per data set:",
-          np.exp(W[:, 5:].mean(1) - W[:, :5].mean(1)).round(1))
-    print("smallest irrelevant / largest of inputs 1-3:",
-          np.exp(W[:, 5:].min(1) - W[:, :3].max(1)).round(1))
-    # all five relevant against all five irrelevant, by geometric mean, on every data set
-    assert np.all(W[:, 5:].mean(1) - W[:, :5].mean(1) >= np.log(10)), np.exp(W).round(1)
-    # input by input, median over the data sets: each irrelevant input >= 10x each of the
-    # non-linear inputs 1-3, and wider than the linear inputs 4-5, which take wide widths
-    # (a trend is carried by wide Gaussians: medians ~30-45 against 165-340; the evidence is
-    # nearly flat in an irrelevant width beyond ~50, where (x_k - c_k)^2 / r_k^2 < 0.5%)
+
+
+@pytest.mark.slow
+def test_irrelevant_inputs_widths_end_10x_wider(friedman_fits):
+    """"The five irrelevant inputs' widths at least 10x wider than the relevant ones'", read
+    in T01's parametrisation: input k enters the kernel (eq. 31) as ``eta_k (x_k - c_k)^2``
+    with ``eta_k = r_k^-2``, so 10x in width is 100x in eta. Two readings, both asserted:
+
+    * by group, on every data set: the geometric mean of the five irrelevant widths is at
+      least 10x that of the five relevant ones (inputs 1-5);
+    * input by input, median over the data sets: each irrelevant input at least 10x each
+      non-linear input (1-3) and at least 2x the linear inputs 4-5.
+
+    Inputs 4-5 enter eq. (62) linearly, and a Gaussian kernel carries a trend on the flank
+    of a wide basis: their widths are legitimately large (medians ~30-45 over 10 data sets
+    against 150-340 for the irrelevant inputs), so "10x each relevant input" does not hold
+    for them and is not claimed. The irrelevant widths stop where the evidence flattens
+    (beyond ~50, ``(x_k - c_k)^2 / r_k^2 < 0.5%``) or at a finite-sample local optimum
+    (20-55 on some data sets); test_irrelevant_inputs_are_switched_off checks what matters,
+    that the fitted function does not use them."""
+    W = np.log([r["width"] for r in friedman_fits])
+    group = np.exp(W[:, 5:].mean(1) - W[:, :5].mean(1))
     med = np.exp(np.median(W, axis=0))
-    print("median widths", med.round(1))
+    print("\nirrelevant / relevant widths (geometric means per data set):", group.round(1),
+          "\nmedian widths", med.round(1))
+    assert np.all(group >= 10), np.exp(W).round(1)
     assert np.min(med[5:]) >= 10 * np.max(med[:3]), med.round(1)
     assert np.min(med[5:]) >= 2 * np.max(med[3:5]), med.round(1)
+
+
+@pytest.mark.slow
+def test_irrelevant_inputs_are_switched_off(friedman_fits):
+    """Whatever the widths, the learned function uses inputs as the true one (T01 eq. 62)
+    does: permuting a relevant input's test column moves the prediction as much as it moves
+    the noise-free function (within 15%), and permuting an irrelevant one (no effect on the
+    truth) moves it by less than a fifth of the weakest relevant input's true effect (x5:
+    ``5 sqrt(1/6) = 2.04``; noise sd 1)."""
+    for seed, row in enumerate(friedman_fits):
+        X, _, U, f = friedman1_raw(seed)
+        np.testing.assert_allclose(friedman1_f(U), f, rtol=1e-12)  # the generator is eq. 62
+        m, s = X.mean(0), X.std(0)
+        truth = permutation_effect(friedman1_f, U)
+        ours = permutation_effect(
+            lambda Z, post=row["post"], m=m, s=s: predict(post, (Z - m) / s).mean, U)
+        print(f"\nset {seed}: truth {truth.round(2)}\n       ours {ours.round(2)}")
+        assert np.all(truth[5:] == 0)
+        np.testing.assert_allclose(ours[:5], truth[:5], rtol=0.15)
+        assert np.all(ours[5:] < 0.2 * np.min(truth[:5])), ours.round(3)
 
 
 @pytest.mark.slow
@@ -110,6 +170,23 @@ def test_learned_widths_do_not_depend_on_the_start(friedman_fits):
         assert post.attrs["log_evidence"] == pytest.approx(ref["post"].attrs["log_evidence"],
                                                            rel=1e-12)
         assert mse_of(post, Xt, ft) == pytest.approx(ref["mse"], rel=1e-12)
+
+
+@pytest.mark.slow
+def test_learned_widths_follow_the_inputs_order_and_units(friedman_fits):
+    """A test the start-free construction cannot pass by design: the inputs permuted and
+    each rescaled (factors 0.5 to 2) give the same fit with the widths permuted and
+    rescaled alike (to L-BFGS-B's tolerance), the same evidence and test error."""
+    X, t, Xt, ft = friedman1(0)
+    ref = friedman_fits[0]
+    rng = np.random.default_rng(1)
+    perm = rng.permutation(D)
+    scale = np.geomspace(0.5, 2.0, D)[rng.permutation(D)]
+    post = ard_fit(X[:, perm] * scale, t, START)
+    np.testing.assert_allclose(post.attrs["width"], ref["width"][perm] * scale, rtol=0.02)
+    assert post.attrs["log_evidence"] == pytest.approx(ref["post"].attrs["log_evidence"],
+                                                       abs=1e-3)
+    assert mse_of(post, Xt[:, perm] * scale, ft) == pytest.approx(ref["mse"], rel=0.01)
 
 
 @pytest.mark.slow
