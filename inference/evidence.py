@@ -183,38 +183,191 @@ def _run_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm=N
             state.n_degenerate())
 
 
+def _width_gradient(b: Basis, X, t, cols, mu, Sigma, beta: float) -> np.ndarray:
+    """``dL/d eta_k`` over the input scales ``eta_k = r_k^-2`` of the columns ``cols`` of
+    basis ``b`` at weight posterior (``mu``, ``Sigma``): T01 App. C eqs. (53)-(57),
+    ``-sum_nm D_nm phi_nm (x_nk - c_mk)^2`` with ``D = beta [(t - Phi mu) mu^T - Phi Sigma]``
+    (kernel columns only), in row chunks so the N x M_t design is never held."""
+    kidx = b.kernel_index()[cols]
+    kern = np.flatnonzero(kidx >= 0)
+    grad_eta = np.zeros(X.shape[1])
+    if not kern.size:
+        return grad_eta
+    C = b.centres[kidx[kern]]
+    step = chunk_rows(cols.size * (X.shape[1] + 2))
+    for lo in range(0, X.shape[0], step):
+        Xc, tc = X[lo : lo + step], t[lo : lo + step]
+        Phi = b.design(Xc, columns=cols)
+        D = beta * (np.outer(tc - Phi @ mu, mu[kern]) - Phi @ Sigma[:, kern])
+        W = D * Phi[:, kern]
+        for dim in range(X.shape[1]):
+            sq = sq_distances(Xc[:, dim : dim + 1], C[:, dim : dim + 1])
+            grad_eta[dim] -= np.sum(W * sq)
+    return grad_eta
+
+
+def _log_width_gradient(kernel: GaussianKernel, grad_eta: np.ndarray) -> np.ndarray:
+    """``dL/d ln r`` from ``dL/d eta`` (``eta = r^-2``); summed for an isotropic width."""
+    eta = np.asarray(kernel.eta, dtype=float) * np.ones(grad_eta.size)
+    g = -2 * eta * grad_eta
+    return g if kernel.is_ard else np.array([g.sum()])
+
+
+def _with_log_width(kernel: GaussianKernel, basis: Basis, log_width) -> Basis:
+    width = np.exp(log_width)
+    return basis.with_kernel(kernel.with_width(width if kernel.is_ard else float(width[0])))
+
+
 def _width_objective(log_width, kernel, basis, X, t, cols, alpha, beta):
     """Minus the evidence over log Gaussian widths at fixed alpha, beta, and its gradient
-    by T01 App. C eqs. (53)-(57): ``dL/d eta_k = -sum_nm D_nm phi_nm (x_nk - c_mk)^2`` with
-    ``D = beta [(t - Phi mu) mu^T - Phi Sigma]`` (kernel columns only). Two passes over row
-    chunks (the statistics of the columns in the model, then the gradient), so the
-    N x M_t design of a large data set is never held."""
-    width = np.exp(log_width)
-    k = kernel.with_width(width if kernel.is_ard else float(width[0]))
-    b = basis.with_kernel(k)
+    (T01 App. C, :func:`_width_gradient`). Two passes over row chunks: the statistics of
+    the columns in the model, then the gradient."""
+    b = _with_log_width(kernel, basis, log_width)
     stats = gram_statistics(b, X, t, columns=cols)
     mu, Sigma, L = gram_weight_posterior(stats.G, stats.Phit, alpha, beta)
     L_val = evidence_from_factor(stats.n, beta, alpha, L, stats.rss(np.arange(cols.size), mu),
                                  mu)
-    kidx = b.kernel_index()[cols]
+    grad = _log_width_gradient(b.kernel, _width_gradient(b, X, t, cols, mu, Sigma, beta))
+    return -L_val, -grad
+
+
+# --------------------------------------------------------------------------------------------
+# Where the ARD widths start: the tied-alpha model, isotropic first (issue 14)
+# --------------------------------------------------------------------------------------------
+
+TIED_MAX_KERNEL_COLUMNS = 300  # kernel columns of the tied model (evenly spaced if more)
+TIED_GRID = 2.0 ** np.arange(-2.0, 2.01)  # isotropic starts, in units of sqrt(d) sd_k
+TIED_STEP = 1.0  # largest change of a log parameter in one L-BFGS-B run (_boxed_lbfgs)
+TIED_MAX_BOXES = 30
+
+
+def _tied_columns(basis: Basis) -> np.ndarray:
+    """Columns of the tied model: every non-kernel column and at most
+    ``TIED_MAX_KERNEL_COLUMNS`` kernel columns, evenly spaced (deterministic)."""
+    kidx = basis.kernel_index()
     kern = np.flatnonzero(kidx >= 0)
-    grad_eta = np.zeros(X.shape[1])
-    if kern.size:
-        C = b.centres[kidx[kern]]
-        step = chunk_rows(cols.size * (X.shape[1] + 2))
-        for lo in range(0, X.shape[0], step):
-            Xc, tc = X[lo : lo + step], t[lo : lo + step]
-            Phi = b.design(Xc, columns=cols)
-            D = beta * (np.outer(tc - Phi @ mu, mu[kern]) - Phi @ Sigma[:, kern])
-            W = D * Phi[:, kern]
-            for dim in range(X.shape[1]):
-                sq = sq_distances(Xc[:, dim : dim + 1], C[:, dim : dim + 1])
-                grad_eta[dim] -= np.sum(W * sq)
-    eta = np.asarray(k.eta, dtype=float) * np.ones(X.shape[1])
-    grad_log_width = -2 * eta * grad_eta  # eta = width^-2
-    if not kernel.is_ard:
-        grad_log_width = np.array([grad_log_width.sum()])
-    return -L_val, -grad_log_width
+    take = np.unique(np.linspace(0, kern.size - 1, min(kern.size, TIED_MAX_KERNEL_COLUMNS))
+                     .round().astype(int)) if kern.size else np.empty(0, int)
+    return np.sort(np.concatenate([np.flatnonzero(kidx < 0), kern[take]]))
+
+
+def _tied_objective(p, kernel, basis, X, t, cols, scale=None, width_grad=True):
+    """Minus the log evidence per data point, and its gradient, of the model with every
+    column in ``cols`` and one shared precision for the kernel columns (``alpha_k``) and
+    one for the others (``alpha_o``): T01 eq. (15) with ``A`` of two values, a Gaussian
+    process with covariance ``Phi A^-1 Phi^T`` (no sparsity, so no sparse local optima).
+
+    ``p = [ln r (one per input), ln lambda_k, ln lambda_o, ln beta]`` with the precisions
+    relative to the noise, ``alpha_g = beta lambda_g`` (``H = beta (Phi^T Phi + Lambda)``:
+    bounding ``lambda`` bounds its condition number); or, with ``scale`` (one value per
+    input), ``p[0] = ln c`` for the isotropic widths ``r = c scale`` (``width_grad=False``:
+    the widths' gradient is left at 0, for a search at fixed widths). Gradients: widths by
+    T01 App. C (:func:`_width_gradient`); by App. A eqs. (42) and (45) summed over each
+    group, ``dL/d ln alpha_g = 1/2 sum_g e_i`` with ``e_i = 1 - alpha_i (mu_i^2 +
+    Sigma_ii)`` and ``dL/d ln beta = 1/2 [N - beta (||t - Phi mu||^2 + tr(Sigma Phi^T
+    Phi))]``, so ``dL/d ln lambda_g = dL/d ln alpha_g`` and ``dL/d ln beta`` at fixed
+    ``lambda`` adds ``1/2 sum_i e_i``."""
+    nw = 1 if scale is not None else X.shape[1]
+    log_width = p[0] + np.log(scale) if scale is not None else p[:nw]
+    lam_k, lam_o, beta = np.exp(p[nw:])
+    b = basis.with_kernel(kernel.with_width(np.exp(log_width)))
+    stats = gram_statistics(b, X, t, columns=cols)
+    is_k = b.kernel_index()[cols] >= 0
+    alpha = beta * np.where(is_k, lam_k, lam_o)
+    mu, Sigma, L = gram_weight_posterior(stats.G, stats.Phit, alpha, beta)
+    rss = stats.rss(np.arange(cols.size), mu)
+    value = evidence_from_factor(stats.n, beta, alpha, L, rss, mu)
+    g_w = np.zeros(X.shape[1])
+    if width_grad:
+        g_w = _log_width_gradient(b.kernel, _width_gradient(b, X, t, cols, mu, Sigma, beta))
+    e = 1.0 - alpha * (mu**2 + np.diag(Sigma))
+    g_beta = 0.5 * (stats.n - beta * (rss + np.sum(Sigma * stats.G)) + e.sum())
+    grad = np.concatenate([[g_w.sum()] if scale is not None else g_w,
+                           [0.5 * e[is_k].sum(), 0.5 * e[~is_k].sum(), g_beta]])
+    return -value / stats.n, -grad / stats.n
+
+
+def _boxed_lbfgs(fun, p, bounds, args):
+    """L-BFGS-B run in boxes of ``TIED_STEP`` around its start, each from where the last
+    stopped, until the optimum lies inside one: a trust-region continuation. A single run
+    takes ``p - grad`` as its first trial point, which jumped past barriers (an input
+    switched off for good, a noise-free interpolating model)."""
+    lo, hi = np.array(bounds, dtype=float).T
+    for _ in range(TIED_MAX_BOXES):
+        box = list(zip(np.maximum(lo, p - TIED_STEP), np.minimum(hi, p + TIED_STEP)))
+        res = optimize.minimize(fun, p, jac=True, method="L-BFGS-B", args=args, bounds=box)
+        edge = (np.abs(res.x - p) > TIED_STEP * (1 - 1e-6))
+        p = res.x
+        if not edge.any():
+            break
+    return res
+
+
+def _tied_start(problem, basis: Basis, log_bounds, beta0: float):
+    """The start of the sparse fit with ARD widths, whatever widths the problem holds: the
+    maximum of the tied model's evidence (:func:`_tied_objective`), reached by continuation
+    from one width shared by all inputs. Returns the log widths, the tied model's columns,
+    their precisions and the noise precision: the sparse fit starts from this dense model
+    (every column in, as Tipping's re-estimation does) and prunes it.
+
+    1. Isotropic in standardised units, ``r_k = c sd_k``: the best ``c`` of ``TIED_GRID x
+       sqrt(d)`` (``E||x - x'||^2 = 2 d`` there), the precisions and noise maximised at
+       each, then ``c`` refined (a one-dimensional search, so the grid makes it global).
+    2. From there every width free (L-BFGS-B within ``log_bounds``).
+
+    Started at separate widths, the sparse fit (or this model) can drop a relevant input
+    for good: a wide width makes an input's effect invisible (the gradient on ``ln r``
+    vanishes like ``r^-2``) and an intermediate one is worse than none (a barrier; seen on
+    Friedman #1's quadratic input). From a shared width the inputs separate smoothly.
+
+    The searches probe extreme precisions (nearly collinear wide columns with tiny alpha),
+    where the factorisation needs jitter: its warning is dropped here, as this model is only
+    the start; the sparse fit warns about its own.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "the posterior precision", NumericalWarning)
+        return _tied_search(problem, basis, log_bounds, beta0)
+
+
+def _tied_search(problem, basis: Basis, log_bounds, beta0: float):
+    """:func:`_tied_start` without its warning filter."""
+    X, t = problem.X, problem.t
+    d = X.shape[1]
+    kernel = basis.kernel
+    cols = _tied_columns(basis)
+    sd = np.std(X, axis=0)
+    sd = np.where(sd > 0, sd, 1.0)
+    lo, hi = np.array(log_bounds).T
+    # lambda = alpha / beta within 1e-9 and 1e9 times the largest possible diagonal of
+    # Phi^T Phi (kernel columns are at most 1): cond(H) stays below ~1e9 M; the noise
+    # between sd(t) / 10 (as in _solve) and the floor of _solve, 1e-3 sd(t)
+    extra = basis.design(X, columns=np.flatnonzero(basis.kernel_index() < 0))
+    scale_g = np.log(X.shape[0] * max(1.0, float(np.max(extra**2, initial=0.0))))
+    lam = (scale_g - 9 * np.log(10), scale_g + 9 * np.log(10))
+    var_t = float(np.var(t))
+    lb = np.log(beta0)
+    noise = (lb, lb) if problem.noise_sd is not None else (
+        np.log(1.0 / var_t), np.log(BETA_MAX_FACTOR / var_t))
+    # the bias and extra columns (the mean function) at the weakest prior, as a GP's mean:
+    # with their precision free, wide kernels could carry the mean of t instead
+    tail = [lam, (lam[0], lam[0]), noise]
+    p_tail = np.array([scale_g - 3 * np.log(10), lam[0], float(np.clip(lb, *noise))])
+    c_lo, c_hi = np.max(lo - np.log(sd)), np.min(hi - np.log(sd))  # c with r in bounds
+    if c_lo > c_hi:
+        c_lo = c_hi = float(np.log(np.sqrt(d)))
+    args = (kernel, basis, X, t, cols)
+    best = None
+    for c in np.clip(np.log(np.sqrt(d) * TIED_GRID), c_lo, c_hi):
+        res = _boxed_lbfgs(_tied_objective, np.r_[c, p_tail], [(c, c)] + tail,
+                           args + (sd, False))
+        if best is None or res.fun < best.fun:
+            best = res
+    iso = _boxed_lbfgs(_tied_objective, best.x, [(c_lo, c_hi)] + tail, args + (sd,))
+    p = np.r_[np.clip(iso.x[0] + np.log(sd), lo, hi), iso.x[1:]]
+    p = _boxed_lbfgs(_tied_objective, p, list(zip(lo, hi)) + tail, args).x
+    lam_k, lam_o, beta = np.exp(p[d:])
+    alpha = beta * np.where(basis.kernel_index()[cols] >= 0, lam_k, lam_o)
+    return p[:d], cols, alpha, float(beta)
 
 
 def check_basis(problem) -> None:
@@ -284,6 +437,26 @@ def _log_width_bounds(width_bounds, X: np.ndarray, x0: np.ndarray) -> list[tuple
     return list(zip(lo.tolist(), hi.tolist()))
 
 
+def _ard_log_bounds(width_bounds, X: np.ndarray) -> list[tuple[float, float]]:
+    """L-BFGS-B bounds on the log ARD widths, independent of the start: ``width_bounds``,
+    or (None, "data") :func:`default_width_bounds`; a factor ``e^7`` either way from
+    ``sqrt(d) sd_k`` if an input has a single value."""
+    d = X.shape[1]
+    if width_bounds is None or isinstance(width_bounds, str):
+        wb = default_width_bounds(X, ard=True)
+    else:
+        wb = np.asarray(width_bounds, dtype=float).reshape(-1, 2)
+        if wb.shape[0] not in (1, d):
+            raise ValueError(f"width_bounds has {wb.shape[0]} (low, high) pairs but X has {d} "
+                             "inputs: give one pair, or one per input")
+        wb = np.broadcast_to(wb, (d, 2))
+    if wb is None:
+        sd = np.std(X, axis=0)
+        mid = np.log(np.sqrt(d) * np.where(sd > 0, sd, 1.0))
+        return [(m - 7.0, m + 7.0) for m in mid]
+    return list(zip(np.log(wb[:, 0]).tolist(), np.log(wb[:, 1]).tolist()))
+
+
 def _check_width_bounds(width_bounds) -> None:
     if width_bounds is None or (isinstance(width_bounds, str) and width_bounds == "data"):
         return
@@ -299,7 +472,9 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
     """Run ``algorithm`` ("fast" or "mackay"); with ``learn_width`` alternate it with
     L-BFGS steps on the log widths at fixed hyperparameters (coordinate ascent on the
     evidence; Tipping §4.3 interleaves the two in the same way), the widths kept within
-    ``width_bounds`` (see :func:`fit_fast`)."""
+    ``width_bounds`` (see :func:`fit_fast`). One width per input (ARD): the alternation
+    starts from :func:`_tied_start`, not from the problem's widths, so the result does not
+    depend on them (issue 14)."""
     prior = _prior(problem)
     X, t = problem.X, problem.t
     estimate_noise = problem.noise_sd is None
@@ -310,12 +485,20 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
     total_iter = 0
     log_bounds = None
     beta = var_t = None
+    if problem.learn_width and basis.kernel.is_ard:
+        log_bounds = _ard_log_bounds(width_bounds, X)
+        beta = 1.0 / (problem.noise_sd**2 if not estimate_noise else 0.1 * np.var(t))
+        log_width, cols, alpha, beta = _tied_start(problem, basis, log_bounds, beta)
+        basis = _with_log_width(basis.kernel, basis, log_width)
+        warm = (cols, alpha)
     for _outer in range(max_outer):
         data = _data(problem, basis)
         if var_t is None:
             var_t = data.var_t
             beta_max = BETA_MAX_FACTOR / var_t
-            beta = 1.0 / problem.noise_sd**2 if not estimate_noise else 1.0 / (0.1 * var_t)
+            if beta is None:
+                beta = 1.0 / problem.noise_sd**2 if not estimate_noise else 1.0 / (0.1 * var_t)
+            beta = min(beta, beta_max)
         if algorithm == "fast":
             active, alpha, beta, mu, Sigma, tr, converged, n_iter, n_aligned = _run_fast(
                 data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm)
@@ -341,8 +524,7 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
             args=(kernel, basis, X, t, active, alpha, beta),
             bounds=log_bounds, options={"maxiter": 20},
         )
-        width = np.exp(res.x)
-        basis = basis.with_kernel(kernel.with_width(width if kernel.is_ard else float(width[0])))
+        basis = _with_log_width(kernel, basis, res.x)
         trace.append(-float(res.fun))
         warm = (active, alpha)
         if np.max(np.abs(res.x - x0)) < 1e-4:
@@ -491,6 +673,9 @@ def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-6,
     ``width_bounds`` (with ``learn_width``): ``(low, high)`` for the Gaussian width (or one
     pair per input dimension), ``"data"`` for :func:`default_width_bounds`, or None (default)
     for a factor ``e^7`` either way from the start width, which is always inside the bounds.
+    With one width per input (ARD) the search does not start from the problem's widths but
+    from the tied-alpha model's optimum (:func:`_tied_start`), so the result does not depend
+    on them; None then means :func:`default_width_bounds`.
     """
     return _fit(problem, "fast", "evidence", seed=seed, max_iter=max_iter, tol=tol,
                 draws=draws, chains=chains, width_bounds=width_bounds)
