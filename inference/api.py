@@ -69,7 +69,7 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
     ----------
     problem : RVMRegression, RVMClassification or GPRegression.
     method : "evidence" (Tipping & Faul 2003 fast type-II ML), "evidence-mackay" (Tipping 2001
-        eqs. 16-18), and, where installed, "vrvm", "advi", "fullrank_advi", "nuts".
+        T01 eqs. 16-18), and, where installed, "vrvm", "advi", "fullrank_advi", "nuts".
     seed : seed of every random draw (posterior draws of ``w``, samplers).
     posterior_predictive : add a ``posterior_predictive`` group (a replicate of the training
         targets per posterior draw; :func:`~.predictive_groups.add_posterior_predictive`).
@@ -108,7 +108,7 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
 def predict(post: xr.DataTree, X_new, kind: str | None = None, **options: Any):
     """Predictive distribution at ``X_new`` from a fitted posterior.
 
-    ``kind``: "rvm" (Tipping eqs. 21-22), "rvm*" (Rasmussen & Quiñonero-Candela eqs. 6-7),
+    ``kind``: "rvm" (T01 eqs. 21-22), "rvm*" (RQ05 eqs. 6-7),
     "gp", or "samples" (mixture over posterior draws); ``None`` picks the natural one for the
     posterior. Returns a :class:`~sparsebayes.inference.predictive.Predictive` (regression:
     ``mean``, ``var``, ``logpdf(y)``, ``interval(p)``) or a class predictive (``proba``).

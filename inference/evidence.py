@@ -2,7 +2,7 @@
 
 * ``fit_fast`` — Tipping & Faul (2003): the sequential add / delete / re-estimate algorithm,
   choosing at each step the action with the largest gain in log marginal likelihood.
-* ``fit_mackay`` — Tipping (2001): MacKay re-estimation (eqs. 16-18; with Gamma hyperpriors
+* ``fit_mackay`` — Tipping (2001): MacKay re-estimation (T01 eqs. 16-18; with Gamma hyperpriors
   the App. A updates (44), (46)) with pruning of diverging ``alpha``.
 
 Both optionally maximise the evidence over Gaussian kernel widths (§4.3, App. C).
@@ -669,7 +669,7 @@ def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-6,
     """Type-II ML by Tipping & Faul's (2003) fast sequential algorithm.
 
     Stops when no basis can be added or deleted and every re-estimate changes ``ln alpha``
-    by less than ``tol`` (T&F §4.4), with the noise re-estimated by eq. (46).
+    by less than ``tol`` (T&F §4.4), with the noise re-estimated by T01 eq. (46).
     ``width_bounds`` (with ``learn_width``): ``(low, high)`` for the Gaussian width (or one
     pair per input dimension), ``"data"`` for :func:`default_width_bounds`, or None (default)
     for a factor ``e^7`` either way from the start width, which is always inside the bounds.
@@ -683,7 +683,7 @@ def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-6,
 
 def fit_mackay(problem, *, seed=None, max_iter: int = 5000, tol: float = 1e-6,
                draws: int = 500, chains: int = 2, width_bounds=None) -> xr.DataTree:
-    """Type-II ML by MacKay re-estimation, Tipping (2001) eqs. (16)-(18) / (44), (46).
+    """Type-II ML by MacKay re-estimation, T01 eqs. (16)-(18) / (44), (46).
     ``width_bounds`` as in :func:`fit_fast`."""
     return _fit(problem, "mackay", "evidence-mackay", seed=seed, max_iter=max_iter, tol=tol,
                 draws=draws, chains=chains, width_bounds=width_bounds)

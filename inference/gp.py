@@ -1,8 +1,8 @@
 """Gaussian process regression (SE-ARD covariance): type-II ML of the hyperparameters,
 NUTS through the ``pm.gp.Marginal`` model, and the closed-form predictive.
 
-Equations are Rasmussen & Williams (2006): the log marginal likelihood (eq. 2.30 / 5.8), its
-gradient (eq. 5.9), and the predictive (Algorithm 2.1). The type-II ML objective is the
+Equations are Rasmussen & Williams (2006): the log marginal likelihood (GPML eqs. 2.30, 5.8), its
+gradient (GPML eq. 5.9), and the predictive (Algorithm 2.1). The type-II ML objective is the
 closed form with analytic gradients, minimised by SciPy's L-BFGS-B from several starts. The
 same objective built by PyTensor from the ``pm.gp.Marginal`` model (:func:`pytensor_objective`)
 gives the same values and gradients but is slower (compile time; see
@@ -53,8 +53,8 @@ def _split(theta: np.ndarray, d: int) -> tuple[np.ndarray, float, float]:
 
 
 def _lml_and_grad(theta: np.ndarray, Xc: np.ndarray, t: np.ndarray, grad: bool = True):
-    """Log marginal likelihood (R&W eq. 5.8) at ``theta = (ln length_scale, ln signal_sd,
-    ln noise_sd)`` and its gradient (eq. 5.9: ``1/2 tr((a a^T - K^-1) dK/dtheta)``).
+    """Log marginal likelihood (GPML eq. 5.8) at ``theta = (ln length_scale, ln signal_sd,
+    ln noise_sd)`` and its gradient (GPML eq. 5.9: ``1/2 tr((a a^T - K^-1) dK/dtheta)``).
 
     ``Xc`` are the (centred) inputs. The length-scale terms use
     ``sum_ij B_ij (z_id - z_jd)^2 = 2 sum_i z_id^2 (B 1)_i - 2 z_d^T B z_d`` with
@@ -86,7 +86,7 @@ def _lml_and_grad(theta: np.ndarray, Xc: np.ndarray, t: np.ndarray, grad: bool =
 
 
 def log_marginal_likelihood(X, t, length_scale, signal_sd: float, noise_sd: float) -> float:
-    """``ln N(t | 0, K_f + noise_sd^2 I)`` with the SE-ARD ``K_f`` (R&W eq. 2.30)."""
+    """``ln N(t | 0, K_f + noise_sd^2 I)`` with the SE-ARD ``K_f`` (GPML eq. 2.30)."""
     X = np.asarray(X, dtype=float)
     ls = np.broadcast_to(np.asarray(length_scale, dtype=float), (X.shape[1],))
     theta = np.log(np.concatenate([ls, [signal_sd, noise_sd]]))
@@ -264,8 +264,8 @@ def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
 
 def fit_evidence(problem: GPRegression, *, seed: int | None = None, restarts: int = 3,
                  max_iter: int = 1000, backend: str = "numpy") -> xr.DataTree:
-    """Type-II ML: maximise the log marginal likelihood (R&W eq. 5.8) over the free
-    hyperparameters in log space by L-BFGS-B with analytic gradients (eq. 5.9), from
+    """Type-II ML: maximise the log marginal likelihood (GPML eq. 5.8) over the free
+    hyperparameters in log space by L-BFGS-B with analytic gradients (GPML eq. 5.9), from
     ``restarts`` starting points (the first from the data scales, the others drawn with
     ``seed``); the best optimum is kept.
 

@@ -1,19 +1,19 @@
 """Type-II ML (evidence) for RVM classification through the Laplace approximation.
 
-Tipping (2001) §3 eqs. (23)-(28), PRML §7.2.3, Tipping & Faul (2003) §2.2:
+T01 §3 eqs. (23)-(28), PRML §7.2.3, Tipping & Faul (2003) §2.2:
 
-* the posterior mode of the weights by Newton / IRLS with step halving (eq. 24), the
-  Hessian ``H = Phi^T B Phi + A`` and ``Sigma = H^-1`` (eqs. 25-26);
+* the posterior mode of the weights by Newton / IRLS with step halving (T01 eq. 24), the
+  Hessian ``H = Phi^T B Phi + A`` and ``Sigma = H^-1`` (T01 eqs. 25-26);
 * the Laplace log evidence (PRML 7.114)
   ``ln p(t|alpha) ~ ln p(t|w*) + 1/2 sum ln alpha - 1/2 w*^T A w* - 1/2 ln|H|``;
 * ``method="evidence"``: Tipping & Faul's sequential add / delete / re-estimate algorithm
   (:class:`~sparsebayes.inference.sequential.SequentialSparseBayes`) run on the
   linearised targets ``t_hat = Phi w* + B^-1 (t - y)`` (T&F eq. 14; PRML 7.117 — Tipping's
-  eq. 27 as printed uses ``t``) with per-point precisions ``B``, the mode re-found after
+  T01 eq. 27 as printed uses ``t``) with per-point precisions ``B``, the mode re-found after
   every action, as SparseBayes does;
-* ``method="evidence-mackay"``: MacKay re-estimation ``alpha = gamma / w*^2`` (eq. 16) with
+* ``method="evidence-mackay"``: MacKay re-estimation ``alpha = gamma / w*^2`` (T01 eq. 16) with
   pruning at ``alpha > 1e12`` (App. B.1);
-* multiclass: the softmax likelihood of eq. (28), one weight vector per class and ONE joint
+* multiclass: the softmax likelihood of T01 eq. (28), one weight vector per class and ONE joint
   Laplace approximation over all of them (block Hessian ``B_n = diag(y_n) - y_n y_n^T``),
   with per-class (default) or shared ``alpha``.
 
@@ -82,7 +82,7 @@ class _Likelihood:
     def newton_terms(self, Phi_act: np.ndarray, cls: np.ndarray, F: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray]:
         """The likelihood's gradient ``J^T (t - y)`` in the pair weights and its negative
-        Hessian ``J^T B J`` (eq. 25)."""
+        Hessian ``J^T B J`` (T01 eq. 25)."""
         return (_pair_gradient(Phi_act, cls, self.grad(F)),
                 _hessian(Phi_act, cls, self.hess(F)))
 
@@ -105,7 +105,7 @@ class _Bernoulli(_Likelihood):
         return (self.t - expit(F[:, 0]))[:, None]
 
     def hess(self, F: np.ndarray) -> np.ndarray:
-        """``B_n = y_n (1 - y_n)`` as (N, 1, 1) (eq. 25)."""
+        """``B_n = y_n (1 - y_n)`` as (N, 1, 1) (T01 eq. 25)."""
         f = F[:, 0]
         return (expit(f) * expit(-f))[:, None, None]
 
@@ -240,10 +240,10 @@ class Laplace:
 
 def _mode(Phi_act: np.ndarray, cls: np.ndarray, lik, alpha: np.ndarray,
           theta0: np.ndarray | None = None, gtol: float = 1e-10, max_iter: int = 100) -> Laplace:
-    """Posterior mode by Newton / IRLS with step halving (Tipping eq. 24; PRML 7.110-7.111).
+    """Posterior mode by Newton / IRLS with step halving (T01 eq. 24; PRML 7.110-7.111).
 
     Maximises ``Psi(w) = sum_n ln p(t_n | f_n) - 1/2 w^T A w``; the gradient is
-    ``J^T (t - y) - A w`` and the negative Hessian ``J^T B J + A`` (eq. 25). The step is
+    ``J^T (t - y) - A w`` and the negative Hessian ``J^T B J + A`` (T01 eq. 25). The step is
     halved until ``Psi`` does not decrease, so the iteration also converges on separable
     data, where only the prior bounds ``w``. Stops when the gradient is below ``gtol``
     (relative to ``max(1, |J^T (t - y)|)``) or no step improves ``Psi``.
@@ -307,14 +307,14 @@ def laplace_posterior(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, *,
                       n_classes: int = 2, softmax_model: bool | None = None,
                       w0: np.ndarray | None = None, gtol: float = 1e-10,
                       max_iter: int = 100) -> Laplace:
-    """Laplace approximation of the weight posterior at fixed ``alpha`` (eqs. 24-26).
+    """Laplace approximation of the weight posterior at fixed ``alpha`` (T01 eqs. 24-26).
 
     Parameters
     ----------
     Phi : design matrix (N, M).
     t : integer class codes 0..K-1 (N,).
     alpha : (M,) for the Bernoulli model, (M, K) for the softmax; ``inf`` excludes a weight.
-    softmax_model : use eq. (28) (default: when ``alpha`` is 2-D).
+    softmax_model : use T01 eq. (28) (default: when ``alpha`` is 2-D).
     w0 : starting weights for the pairs (finite entries of ``alpha``, class-major).
     """
     alpha = np.asarray(alpha, dtype=float)
@@ -338,7 +338,7 @@ def _evidence_dPhi(Phi_act: np.ndarray, cls: np.ndarray, lik, lap: Laplace) -> n
 
     ``E = g theta^T - (B J Sigma) - [c theta^T + g v^T - (B J v) theta^T]`` restricted to the
     pair's class, with ``g = t - y``, ``c_n = 1/2 tr(P_n dB_n/df_n)``, ``P_n = J_n Sigma
-    J_n^T`` and ``v = Sigma J^T c``. (The analogue of Tipping App. C, eqs. 53-55.)
+    J_n^T`` and ``v = Sigma J^T c``. (The analogue of T01 App. C eqs. 53-55.)
     """
     K = lik.n_out
     F, theta = lap.F, lap.theta
@@ -371,7 +371,7 @@ def laplace_width_gradient(Phi_act: np.ndarray, centres: np.ndarray, X: np.ndarr
                            is_kernel: np.ndarray, cls: np.ndarray, lik, lap: Laplace
                            ) -> np.ndarray:
     """``d ln p(t|alpha) / d eta_d`` for Gaussian columns ``exp(-sum_d eta_d (x_d - c_d)^2)``
-    (Tipping eqs. 56-57 with the Laplace ``E`` of :func:`_evidence_dPhi`); ``centres`` are the
+    (T01 eqs. 56-57 with the Laplace ``E`` of :func:`_evidence_dPhi`); ``centres`` are the
     centres of the kernel pairs (rows where ``is_kernel``)."""
     E = _evidence_dPhi(Phi_act, cls, lik, lap)
     W = (E * Phi_act)[:, is_kernel]
@@ -501,8 +501,8 @@ def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -
 
 def _run_mackay(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, shared,
                 warm=None, alpha0: float = 1.0) -> ClassFit:
-    """Tipping (2001) §3: IRLS mode, then ``alpha_i = (gamma_i + 2a) / (w_i^2 + 2b)`` (eq. 16
-    / 44) with ``gamma_i = 1 - alpha_i Sigma_ii`` (eq. 17); with ``shared`` one alpha per
+    """Tipping (2001) §3: IRLS mode, then ``alpha_i = (gamma_i + 2a) / (w_i^2 + 2b)`` (T01 eq. 16
+    / 44) with ``gamma_i = 1 - alpha_i Sigma_ii`` (T01 eq. 17); with ``shared`` one alpha per
     basis column over its K class weights, ``(sum_k gamma + 2a) / (sum_k w^2 + 2b)``.
     Weights whose alpha exceeds 1e12 are pruned (App. B.1)."""
     N, M = Phi.shape
@@ -838,7 +838,7 @@ def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-3,
     """Type-II ML for RVM classification by Tipping & Faul's (2003) sequential algorithm
     on the Laplace surrogate (``t_hat``, ``B``; T&F §2.2).
 
-    ``likelihood``: None (Bernoulli for 2 classes, softmax eq. 28 for more) or "softmax" to
+    ``likelihood``: None (Bernoulli for 2 classes, softmax T01 eq. 28 for more) or "softmax" to
     force the softmax for 2 classes. ``alpha``: "per-class" (one per class weight; the only
     choice here, "shared" needs ``evidence-mackay``). ``alpha_min``: floor on alpha for
     unit-norm columns (bounds the weights on separable data; a warning says when it is hit).
@@ -856,7 +856,7 @@ def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-3,
 def fit_mackay(problem, *, seed=None, max_iter: int = 5000, tol: float = 1e-6,
                draws: int = 500, chains: int = 2, likelihood: str | None = None,
                alpha: str = "per-class", alpha_min: float = ALPHA_MIN) -> xr.DataTree:
-    """Type-II ML for RVM classification by MacKay re-estimation (Tipping 2001 §3, eq. 16)
+    """Type-II ML for RVM classification by MacKay re-estimation (T01 §3 eq. 16)
     around the IRLS mode; ``alpha="shared"`` ties one alpha per basis over the K classes."""
     return _fit(problem, "mackay", "evidence-mackay", seed=seed, max_iter=max_iter, tol=tol,
                 draws=draws, chains=chains, likelihood=likelihood, alpha=alpha,

@@ -1,12 +1,12 @@
 """Posteriors of the hierarchical PyMC models: NUTS (nutpie, PyMC, NumPyro, BlackJAX) and
 ADVI / full-rank ADVI, all returned in the common DataTree layout.
 
-Regression samples the *collapsed* model (``w`` integrated out, Tipping eq. 15) and then draws
+Regression samples the *collapsed* model (``w`` integrated out, T01 eq. 15) and then draws
 ``w`` for every posterior draw of ``(alpha, beta)`` from its exact conditional Gaussian
-``N(mu, Sigma)`` (eqs. 12-13): Rao-Blackwellised, and free of the funnel between ``alpha`` and
+``N(mu, Sigma)`` (T01 eqs. 12-13): Rao-Blackwellised, and free of the funnel between ``alpha`` and
 ``w`` that defeats NUTS and ADVI on the joint model. Classification has no closed-form marginal
 over ``w``, so it integrates ``alpha`` out instead: ``w`` with its marginal Student-t prior
-(eq. 32), then ``alpha_i ~ Gamma(a + 1/2, b + w_i^2 / 2)``, its exact conditional, per draw.
+(T01 eq. 32), then ``alpha_i ~ Gamma(a + 1/2, b + w_i^2 / 2)``, its exact conditional, per draw.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def conditional_weights(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, beta:
                         ) -> tuple[np.ndarray, np.ndarray]:
     """For each draw ``(alpha_s, beta_s)`` (leading dims ``S``): ``mu_s`` and a draw
     ``w_s ~ N(mu_s, Sigma_s)`` with ``Sigma = (A + beta Phi^T Phi)^-1``, ``mu = beta Sigma
-    Phi^T t`` (Tipping eqs. 12-13), by batched Cholesky of ``H = Sigma^-1``:
+    Phi^T t`` (T01 eqs. 12-13), by batched Cholesky of ``H = Sigma^-1``:
     ``w = mu + L^-T z``. Returns ``(w, mu)`` with the shape of ``alpha``."""
     from scipy.linalg import cho_solve, solve_triangular
 
@@ -164,9 +164,9 @@ def _assemble(problem, model, *, alpha, beta, w, extra_stats, attrs, rng) -> xr.
 
 def _n_relevant(Phi, posterior, problem) -> int:
     """The effective number of well-determined weights, ``sum_i gamma_i`` with ``gamma_i =
-    1 - alpha_i Sigma_ii`` (eq. 17; MacKay 1992), at the posterior median of ``alpha`` (and
-    ``beta``), rounded. Regression: ``Sigma = (A + beta Phi^T Phi)^-1`` (eq. 13);
-    classification: the Laplace form ``Sigma = (A + Phi^T B Phi)^-1`` (eq. 26) with ``B`` the
+    1 - alpha_i Sigma_ii`` (T01 eq. 17; MacKay 1992), at the posterior median of ``alpha`` (and
+    ``beta``), rounded. Regression: ``Sigma = (A + beta Phi^T Phi)^-1`` (T01 eq. 13);
+    classification: the Laplace form ``Sigma = (A + Phi^T B Phi)^-1`` (T01 eq. 26) with ``B`` the
     logistic (softmax: per-class) curvature at the posterior-mean logits, summed over
     classes and capped at the number of basis functions.
 
@@ -226,7 +226,7 @@ def normalise_sample_stats(ss: xr.Dataset) -> dict[str, np.ndarray]:
 _COLLAPSED_NOTE = {
     "regression": "; w is drawn from its exact conditional Gaussian N(mu, Sigma) given each "
                   "draw of alpha, beta (Rao-Blackwellised)",
-    "classification": "; alpha integrated out (w has its Student-t marginal prior, eq. 32) "
+    "classification": "; alpha integrated out (w has its Student-t marginal prior, T01 eq. 32) "
                       "and drawn from its exact conditional Gamma given each draw of w",
 }
 
@@ -263,7 +263,7 @@ def _model_for(problem, prior, collapsed, likelihood):
 def conditional_alpha(w: np.ndarray, prior: GammaPrior, rng: np.random.Generator
                       ) -> np.ndarray:
     """Draws of ``alpha_i | w_i ~ Gamma(a + 1/2, rate b + w_i^2 / 2)``: the exact conditional
-    under ``w_i | alpha_i ~ N(0, 1/alpha_i)``, ``alpha_i ~ Gamma(a, b)`` (Tipping eqs. 5-6;
+    under ``w_i | alpha_i ~ N(0, 1/alpha_i)``, ``alpha_i ~ Gamma(a, b)`` (T01 eqs. 5-6;
     ``alpha`` is independent of ``t`` given ``w``)."""
     return rng.gamma(prior.a + 0.5, 1.0 / (prior.b + 0.5 * np.asarray(w) ** 2))
 
@@ -369,7 +369,7 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
     Regression: the collapsed model (``collapsed=False`` samples the naive non-centred joint
     model, for comparison only) and ``w`` drawn from ``N(mu(alpha, beta), Sigma(alpha,
     beta))`` per draw. Classification: ``alpha`` integrated out (``w`` with its Student-t
-    prior, eq. 32) and ``alpha`` drawn from ``p(alpha | w)`` per draw
+    prior, T01 eq. 32) and ``alpha`` drawn from ``p(alpha | w)`` per draw
     (:func:`conditional_alpha`); ``collapsed=False`` samples the non-centred joint model.
 
     Parameters
@@ -527,7 +527,7 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
                 f"{name} diverged: NaN in the ELBO optimisation (learning_rate="
                 f"{learning_rate:g}, hyperprior {_prior_json(prior)}). "
                 + ("With a Gamma shape a < 1 each weight's marginal prior is a Student-t "
-                   "with 2a < 2 degrees of freedom (eq. 32), and the bounded Bernoulli "
+                   "with 2a < 2 degrees of freedom (T01 eq. 32), and the bounded Bernoulli "
                    "likelihood does not stop |w| from growing. Use the default prior "
                    "(prior=None: a = 2, see default_sampling_prior), a smaller learning_rate, "
                    "or method='evidence' or 'nuts'." if problem.kind == "classification"

@@ -1,5 +1,5 @@
 """The design matrix Phi: an optional bias column, one kernel column per centre, and extra
-columns (linear or quadratic terms in the inputs), each labelled (Tipping 2001, eqs. 1-2, §4.3).
+columns (linear or quadratic terms in the inputs), each labelled (T01 eqs. 1-2, §4.3).
 """
 
 from __future__ import annotations

@@ -74,9 +74,9 @@ class Kernel:
 
 @dataclass(frozen=True, eq=False)
 class GaussianKernel(Kernel):
-    """Gaussian basis ``exp(-||x - c||^2 / r^2)`` in Tipping's convention (eq. 30).
+    """Gaussian basis ``exp(-||x - c||^2 / r^2)`` in Tipping's convention (T01 eq. 30).
 
-    ``width`` is ``r``: a scalar, or one value per input dimension (ARD, eq. 31, with input
+    ``width`` is ``r``: a scalar, or one value per input dimension (ARD, T01 eq. 31, with input
     scales ``eta_k = r_k^-2``). Note the convention: scikit-learn's ``rbf_kernel`` ``gamma``
     equals ``eta = 1 / r^2``, and a GP length-scale ``l`` corresponds to ``r = sqrt(2) l``.
     """
@@ -130,7 +130,7 @@ class GaussianKernel(Kernel):
 
 @dataclass(frozen=True, eq=False)
 class LinearSplineKernel(Kernel):
-    """Univariate linear spline kernel of Tipping (2001) eq. (29), ``m = min(x, c)``:
+    """Univariate linear spline kernel of T01 eq. (29), ``m = min(x, c)``:
     ``1 + x c + x c m - (x + c) m^2 / 2 + m^3 / 3``."""
 
     name: str = field(default="linear_spline", init=False)

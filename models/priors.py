@@ -1,4 +1,4 @@
-"""Gamma hyperpriors of the RVM (Tipping 2001, eq. 6 and Appendix A)."""
+"""Gamma hyperpriors of the RVM (T01 eq. 6 and Appendix A)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ __all__ = ["GammaPrior"]
 
 @dataclass(frozen=True)
 class GammaPrior:
-    """``alpha_i ~ Gamma(a, b)`` and ``beta ~ Gamma(c, d)`` with ``b``, ``d`` rates (eq. 6).
+    """``alpha_i ~ Gamma(a, b)`` and ``beta ~ Gamma(c, d)`` with ``b``, ``d`` rates (T01 eq. 6).
 
     ``a = b = c = d = 0`` (the default) is Tipping's improper prior, flat in ``log alpha`` and
     ``log beta``: fine for the evidence and VRVM methods, whose objectives stay bounded, but it

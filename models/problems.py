@@ -198,7 +198,7 @@ def _basis(problem) -> Basis:
 
 @dataclass(frozen=True, eq=False)
 class RVMRegression:
-    """Sparse Bayesian regression ``t = Phi w + eps`` (Tipping 2001, eqs. 1-6).
+    """Sparse Bayesian regression ``t = Phi w + eps`` (T01 eqs. 1-6).
 
     Parameters
     ----------
@@ -266,8 +266,8 @@ class RVMRegression:
 
 @dataclass(frozen=True, eq=False)
 class RVMClassification:
-    """Sparse Bayesian classification with a Bernoulli-logit (2 classes, eq. 23) or softmax
-    (K classes, eq. 28) likelihood. ``y`` may hold any labels; ``classes`` are its sorted
+    """Sparse Bayesian classification with a Bernoulli-logit (2 classes, T01 eq. 23) or softmax
+    (K classes, T01 eq. 28) likelihood. ``y`` may hold any labels; ``classes`` are its sorted
     unique values and ``t`` the integer codes 0..K-1."""
 
     X: np.ndarray
