@@ -1,5 +1,5 @@
 """The main job, timed as a new user meets it (issue 15): ``sparsebayes study`` with the
-default study (every method on all 10 splits, NUTS 4 x 2000 draws on a 30-centre
+default study (every method on all 10 splits, NUTS 4 x (500 + 2000) draws on a 30-centre
 dictionary, ADVI on a 50-centre one) in a fresh output folder with cold compilation caches
 (a new PyTensor ``base_compiledir`` and ``NUMBA_CACHE_DIR``, as on a fresh machine), on
 every core. Target: < 10 minutes on 2 cores; every method ``n_ok = 10``; every NUTS cell
@@ -43,7 +43,7 @@ def main() -> None:
                "min n_ok per data set": int(good.groupby("dataset").size().min()),
                "fit s (sum)": float(sub["fit_seconds"].sum())}
         if good["max_rhat"].notna().any():
-            row["max R-hat"] = float(good["max_rhat"].max())
+            row["max R-hat"] = f"{good['max_rhat'].max():.4f}"
             row["divergences"] = int(good["divergences"].sum())
         rows.append(row)
     lines = ["# The default study, cold caches (issue 15)", "",

@@ -272,14 +272,18 @@ def _compile_nutpie(model, key):
     import nutpie
 
     if key in _COMPILED:
-        compiled = _COMPILED[key]
+        compiled, first = _COMPILED[key]
         known = {v.name for v in compiled.shared_var_keys}
-        data = {name: model[name].get_value() for name in _data_names(model) if name in known}
-        return compiled.with_data(**data), 0.0
+        data = {name: model[name].get_value() for name in _data_names(model)}
+        # nutpie's initial-point function reads the first model's shared variables: point
+        # them at this data too, or the chains start where the first data set's would
+        for name, value in data.items():
+            first[name].set_value(value)
+        return compiled.with_data(**{k: v for k, v in data.items() if k in known}), 0.0
     start = time.perf_counter()
     compiled = nutpie.compile_pymc_model(model)
     elapsed = time.perf_counter() - start
-    _COMPILED[key] = compiled
+    _COMPILED[key] = (compiled, model)
     return compiled, elapsed
 
 

@@ -179,7 +179,7 @@ DEFAULT_STUDY: dict[str, Any] = {
              "breast_cancer_wisconsin:n_train=150"],
     "methods": ["rvm/evidence", "rvm*/evidence", "gp/evidence", "rvm/vrvm",
                 "rvm/advi:centres=50",
-                "rvm/nuts:centres=30:chains=4:cores=1:draws=2000",
+                "rvm/nuts:centres=30:chains=4:cores=1:draws=2000:tune=500",
                 "svm"],
     "splits": 10,
 }
