@@ -316,8 +316,8 @@ def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int =
 def predict_nuts(post: xr.DataTree, X_new, max_draws: int = 200) -> ClassPredictive:
     """Class probabilities averaged over posterior draws: per draw, ``f* | f, theta`` is
     Gaussian (GPML eqs. 3.21-3.24 with K^-1 f in place of the Laplace mean), its
-    ``E[sigma(f*)]`` by eq. 3.25 quadrature, then the mean over draws; ``p_sd`` attrs-free
-    spread is returned by :func:`nuts_probability_draws`."""
+    ``E[sigma(f*)]`` by eq. 3.25 quadrature, then the mean over draws (the per-draw values,
+    whose sd is the posterior spread of p, come from :func:`nuts_probability_draws`)."""
     import json
 
     p1 = np.clip(nuts_probability_draws(post, X_new, max_draws).mean(axis=0), 1e-300,
