@@ -36,7 +36,8 @@ FIT_METHODS: dict[str, dict[str, str]] = {
         "nuts": "pymc_fit:fit_nuts",
     },
     "gp": {"evidence": "gp:fit_evidence", "nuts": "gp:fit_nuts"},
-    "gp_classification": {"evidence": "gp_classification:fit_evidence"},
+    "gp_classification": {"evidence": "gp_classification:fit_evidence",
+                          "nuts": "gp_classification:fit_nuts"},
 }
 
 # problem kind -> predictive kind -> "module:function"; fn(post, X_new, **options)
@@ -52,7 +53,8 @@ PREDICT_KINDS: dict[str, dict[str, str]] = {
         "samples": "class_predictive:predict_samples",
     },
     "gp": {"gp": "gp:predict_gp"},
-    "gp_classification": {"laplace": "gp_classification:predict_laplace"},
+    "gp_classification": {"laplace": "gp_classification:predict_laplace",
+                          "nuts": "gp_classification:predict_nuts"},
 }
 
 
