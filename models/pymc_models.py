@@ -1,15 +1,15 @@
-"""The RVM as hierarchical PyMC models (Tipping 2001, eqs. 1-6, 15, 23, 28).
+"""The RVM as hierarchical PyMC models (T01 eqs. 1-6, 15, 23, 28).
 
 Builders, called through ``problem.pymc_model()``:
 
 * regression, non-centred joint: ``alpha_i ~ Gamma(a, b)``, ``z_i ~ N(0, 1)``,
-  ``w_i = z_i / sqrt(alpha_i)`` (eq. 5), ``beta ~ Gamma(c, d)`` (or fixed), ``t ~ N(Phi w,
-  1/beta)`` (eq. 4);
+  ``w_i = z_i / sqrt(alpha_i)`` (T01 eq. 5), ``beta ~ Gamma(c, d)`` (or fixed), ``t ~ N(Phi w,
+  1/beta)`` (T01 eq. 4);
 * regression, collapsed (``collapsed=True``): ``w`` integrated out,
-  ``t ~ N(0, C)`` with ``C = beta^-1 I + Phi A^-1 Phi^T`` (eq. 15);
-* classification: the non-centred joint model with a Bernoulli-logit (eq. 23) or softmax
-  (eq. 28) likelihood; or (``collapsed=True``) ``alpha`` integrated out, so each weight has
-  its marginal Student-t prior (eq. 32) and ``alpha_i | w_i ~ Gamma(a + 1/2, b + w_i^2 / 2)``
+  ``t ~ N(0, C)`` with ``C = beta^-1 I + Phi A^-1 Phi^T`` (T01 eq. 15);
+* classification: the non-centred joint model with a Bernoulli-logit (T01 eq. 23) or softmax
+  (T01 eq. 28) likelihood; or (``collapsed=True``) ``alpha`` integrated out, so each weight has
+  its marginal Student-t prior (T01 eq. 32) and ``alpha_i | w_i ~ Gamma(a + 1/2, b + w_i^2 / 2)``
   is drawn afterwards.
 
 The design matrix ``Phi``, the inputs ``X``, the kernel ``centres`` and the Gamma
@@ -55,7 +55,7 @@ def default_sampling_prior(problem) -> GammaPrior:
 
     Regression: ``a = c = 0.01``: nearly flat in ``log alpha`` and ``log beta`` like Tipping's
     ``a = b = c = d = 0``, so the marginal prior on each weight stays a sparsity-promoting
-    Student-t with 0.02 degrees of freedom (eq. 32). The rates set where that flatness ends,
+    Student-t with 0.02 degrees of freedom (T01 eq. 32). The rates set where that flatness ends,
     in the units of the data so the prior is invariant to rescaling ``t`` or ``Phi`` (as the
     flat prior is): ``b = 1e-6 / alpha_unit`` with ``alpha_unit = mean(Phi^2) / var(t)``,
     i.e. a weight prior sd down to 1e-3 of the size of a weight that alone explains ``t``
@@ -72,7 +72,7 @@ def default_sampling_prior(problem) -> GammaPrior:
     of the weakly-informative Student-t priors of Gelman et al. (2008, Ann. Appl. Stat. 2,
     1360) for logistic regression, made hierarchical. The regression choice fails here: the
     Bernoulli likelihood is bounded, so ``p(t | alpha)`` tends to a positive constant as
-    ``alpha_i -> 0`` (unlike eq. 15, which vanishes like ``alpha_i^(1/2)``), and with
+    ``alpha_i -> 0`` (unlike T01 eq. 15, which vanishes like ``alpha_i^(1/2)``), and with
     ``a = 0.01`` the posterior of ``log alpha_i`` decays only like ``alpha_i^0.01`` towards
     huge weights: NUTS gave R-hat 2.98, bulk ESS 2, 6 divergences (Ripley-100, width 0.5,
     2 x 300 draws; breast cancer: R-hat 3.0, 122 divergences) and ADVI diverged to NaN.
@@ -127,12 +127,12 @@ def _coords(problem, basis) -> dict:
 
 
 def collapsed_logp(t, Phi, alpha, beta, form: str = "woodbury", PhiTPhi=None):
-    """``ln N(t | 0, beta^-1 I + Phi A^-1 Phi^T)`` (eq. 15) as a PyTensor expression.
+    """``ln N(t | 0, beta^-1 I + Phi A^-1 Phi^T)`` (T01 eq. 15) as a PyTensor expression.
 
     ``form="direct"``: Cholesky of the N x N covariance ``C``, O(N^2 M + N^3).
     ``form="woodbury"``: Cholesky of ``H = A + beta Phi^T Phi`` (M x M) with
     ``t^T C^-1 t = beta t^T t - beta^2 t^T Phi H^-1 Phi^T t`` and
-    ``ln|C| = ln|H| - N ln beta - sum ln alpha`` (App. A, eqs. 36-41), O(N M + M^3) per
+    ``ln|C| = ln|H| - N ln beta - sum ln alpha`` (T01 App. A, eqs. 36-41), O(N M + M^3) per
     evaluation when the constant ``PhiTPhi = Phi^T Phi`` is passed in.
     Measured on N = 100, M = 101 (numba): the Woodbury form with ``PhiTPhi`` costs a few ms
     per log density and gradient, the direct form ~20x more, so "woodbury" is the default.
@@ -197,7 +197,7 @@ def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | No
     Parameters
     ----------
     problem : RVMRegression.
-    collapsed : integrate ``w`` out (eq. 15); the model then has no ``w``.
+    collapsed : integrate ``w`` out (T01 eq. 15); the model then has no ``w``.
     prior : Gamma hyperprior; ``None`` takes ``problem.prior``, else
         :func:`default_sampling_prior`. Must be proper (all of a..d > 0; c, d are unused when
         ``problem.noise_sd`` fixes the noise).
@@ -261,12 +261,12 @@ def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | No
 def classification_model(problem, *, prior: GammaPrior | None = None,
                          likelihood: str | None = None, collapsed: bool = False):
     """``pm.Model`` of RVM classification: non-centred ``w = z / sqrt(alpha)`` with a
-    Bernoulli-logit likelihood (eq. 23; ``w`` is the logit weight of ``classes[1]``) for two
-    classes, or softmax (eq. 28; ``w``, ``alpha`` on dims (``basis``, ``class``), one weight
+    Bernoulli-logit likelihood (T01 eq. 23; ``w`` is the logit weight of ``classes[1]``) for two
+    classes, or softmax (T01 eq. 28; ``w``, ``alpha`` on dims (``basis``, ``class``), one weight
     vector per class) for K classes or ``likelihood="softmax"``.
 
     ``collapsed=True`` integrates ``alpha`` out: ``w_i ~ Student-t(2a, 0, sqrt(b / a))``,
-    the marginal prior of eq. 32; the model then has no ``alpha`` and ``z``. This is what
+    the marginal prior of T01 eq. 32; the model then has no ``alpha`` and ``z``. This is what
     NUTS and ADVI sample: it has no funnel between ``alpha`` and ``w`` (no divergences on
     Ripley-100 and breast cancer, where the joint model gave 1-20 per 4000 draws).
 
