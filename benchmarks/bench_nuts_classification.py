@@ -26,7 +26,7 @@ from report import markdown_table, write_report
 
 from sparsebayes.inference import fit, predict
 from sparsebayes.models import GammaPrior, GaussianKernel, RVMClassification, datasets
-from sparsebayes.models.pymc_models import ALPHA_CEILING, SHAPE, default_sampling_prior
+from sparsebayes.models.pymc_models import ALPHA_CEILING, default_sampling_prior
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -99,7 +99,7 @@ def main() -> None:
         ev = fit(problem, "evidence")
         ref, p_ref = scores(ev, Xt, yt)
         default = default_sampling_prior(problem)
-        old = GammaPrior(a=SHAPE, b=1.0 / (ALPHA_CEILING * default.a / default.b), c=0, d=0)
+        old = GammaPrior(a=0.01, b=1.0 / (ALPHA_CEILING * default.a / default.b), c=0, d=0)
         rows = [{"model": "evidence (Laplace)", **ref},
                 run("NUTS default: a = 2, alpha integrated out", problem, "nuts", Xt, yt,
                     p_ref, **nuts),

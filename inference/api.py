@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from sparsebayes.models import GammaPrior
+
 from .results import library_versions
 
 __all__ = ["fit", "predict", "FIT_METHODS", "PREDICT_KINDS"]
@@ -64,7 +66,8 @@ def _resolve(target: str):
 
 
 def fit(problem, method: str = "evidence", *, seed: int | None = None,
-        posterior_predictive: bool = False, **options: Any) -> xr.DataTree:
+        posterior_predictive: bool = False, prior_predictive: bool = False,
+        **options: Any) -> xr.DataTree:
     """Posterior of ``problem`` by ``method``, as an ArviZ ``DataTree`` (DESIGN.md layout).
 
     Parameters
@@ -75,6 +78,9 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
     seed : seed of every random draw (posterior draws of ``w``, samplers).
     posterior_predictive : add a ``posterior_predictive`` group (a replicate of the training
         targets per posterior draw; :func:`~.predictive_groups.add_posterior_predictive`).
+    prior_predictive : add ``prior`` and ``prior_predictive`` groups (draws of the result's
+        hyperprior, attrs ``prior``, and replicates of the targets from them;
+        :func:`~.predictive_groups.add_prior_predictive`). The hyperprior must be proper.
     **options : passed to the method (e.g. ``max_iter``, ``draws``, ``chains``).
     """
     kind = getattr(problem, "kind", None)
@@ -100,10 +106,15 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
         versions=library_versions(),
     )
     post.attrs["converged"] = int(bool(post.attrs.get("converged", 1)))
-    if posterior_predictive:
-        from .predictive_groups import add_posterior_predictive
+    if kind in ("regression", "classification"):  # the evidence methods' prior: the problem's
+        post.attrs.setdefault("prior", (problem.prior or GammaPrior()).to_json())
+    if posterior_predictive or prior_predictive:
+        from . import predictive_groups
 
-        post = add_posterior_predictive(post, seed=seed)
+        if posterior_predictive:
+            post = predictive_groups.add_posterior_predictive(post, seed=seed)
+        if prior_predictive:
+            post = predictive_groups.add_prior_predictive(post, seed=seed)
     return post
 
 

@@ -6,22 +6,30 @@ and VRVM included, without PyMC:
   (regression: ``t_rep = Phi w_s + eps_s``, ``eps_s ~ N(0, 1/beta_s)``, T01 eq. 4 at the
   draw; classification: a class code drawn from the Bernoulli-logit / softmax probabilities
   of the draw, T01 eqs. 23, 28), dims ``(chain, draw, obs)`` like ``observed_data.t``;
-* ``predictions`` and ``predictions_constant_data``: the same at new inputs.
+* ``predictions`` and ``predictions_constant_data``: the same at new inputs;
+* ``prior`` and ``prior_predictive``: draws of the result's hyperprior (attrs ``prior``:
+  ``alpha``, ``beta``, ``noise_sd``, ``z``, ``w`` with the posterior's names and dims) and a
+  replicate of ``t`` at the training inputs per prior draw, on the model's whole basis.
 
-With them ``az.loo_pit``, ``az.plot_ppc_dist``, ``az.plot_ppc_pit`` and ``az.plot_lm`` work on
-every result (``az.loo`` and ``az.compare`` need only ``log_likelihood``).
+With them ``az.loo_pit``, ``az.plot_ppc_dist``, ``az.plot_ppc_pit``, ``az.plot_lm`` and
+``az.plot_prior_posterior`` work on every result (``az.loo`` and ``az.compare`` need only
+``log_likelihood``).
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import xarray as xr
 from scipy.special import expit, softmax
 
+from sparsebayes.models import GammaPrior, NumericalWarning
+
 from .predictive import check_new_inputs
 from .results import basis_from_posterior
 
-__all__ = ["add_posterior_predictive", "add_predictions"]
+__all__ = ["add_posterior_predictive", "add_predictions", "add_prior_predictive"]
 
 
 def _check_post(post) -> str:
@@ -38,9 +46,14 @@ def _replicates(post, kind: str, X: np.ndarray, rng: np.random.Generator) -> np.
     """One draw of ``t`` at ``X`` per posterior draw: (chain, draw, n)."""
     basis, columns = basis_from_posterior(post)
     Phi = basis.design(X, columns=columns)
-    w = post["posterior"]["w"].values
+    return _draw_targets(kind, Phi, post["posterior"]["w"].values,
+                         post["posterior"]["beta"].values if kind == "regression" else None, rng)
+
+
+def _draw_targets(kind: str, Phi: np.ndarray, w: np.ndarray, beta: np.ndarray | None,
+                  rng: np.random.Generator) -> np.ndarray:
+    """``t`` given each draw of the weights (chain, draw, M[, K]): T01 eq. 4, 23 or 28."""
     if kind == "regression":
-        beta = post["posterior"]["beta"].values
         mean = w @ Phi.T
         return mean + rng.standard_normal(mean.shape) / np.sqrt(beta)[..., None]
     if w.ndim == 3:  # Bernoulli-logit: w is the logit weight of classes[1]
@@ -81,4 +94,69 @@ def add_predictions(post: xr.DataTree, X_new, seed: int | None = None) -> xr.Dat
     out["predictions_constant_data"] = xr.DataTree(xr.Dataset(
         {"X": (("obs", "feature"), X_new)},
         coords={"obs": np.arange(X_new.shape[0]), "feature": np.arange(X_new.shape[1])}))
+    return out
+
+
+def _log_gamma_draws(shape: float, rate: float, size, rng: np.random.Generator) -> np.ndarray:
+    """``ln alpha`` for ``alpha ~ Gamma(shape, rate)``, without underflow for small shapes:
+    ``Gamma(a) = Gamma(a + 1) U^(1/a)`` (Marsaglia & Tsang 2000, sec. 5)."""
+    return (np.log(rng.gamma(shape + 1.0, 1.0, size)) + np.log(rng.random(size)) / shape
+            - np.log(rate))
+
+
+def add_prior_predictive(post: xr.DataTree, draws: int = 500, seed: int | None = None
+                         ) -> xr.DataTree:
+    """``post`` with ``prior`` and ``prior_predictive`` groups (one chain of ``draws``), drawn
+    from the hyperprior the result was fitted with (attrs ``prior``; T01 eqs. 5-6, the
+    non-centred ``w = z / sqrt(alpha)``) and the likelihood (T01 eq. 4, 23 or 28). ``prior``
+    has the posterior's variables on its coordinates, so ``az.plot_prior_posterior`` pairs
+    them; ``prior_predictive`` uses every column of the model's basis (an evidence result
+    holds only its relevance vectors). Returns a new tree.
+
+    Raises ``ValueError`` for an improper hyperprior (Tipping's flat ``a = b = c = d = 0``,
+    the evidence methods' default): it has no draws."""
+    kind = _check_post(post)
+    if not isinstance(draws, int | np.integer) or draws < 1:
+        raise ValueError(f"draws must be a positive integer, got {draws!r}")
+    prior = GammaPrior.from_json(post.attrs.get("prior", GammaPrior().to_json()))
+    fixed_noise = kind == "classification" or bool(post.attrs.get("noise_fixed", 0))
+    needed = "ab" if fixed_noise else "abcd"
+    if any(getattr(prior, n) == 0 for n in needed):
+        raise ValueError(
+            f"post was fitted with an improper hyperprior ({prior}): Tipping's flat prior has no "
+            "prior draws. Fit a problem with prior='weakly_informative', prior='default' or a "
+            "GammaPrior with a, b (and c, d when the noise is estimated) > 0")
+    rng = np.random.default_rng(seed)
+    pos = post["posterior"]
+    basis, columns = basis_from_posterior(post)
+    X = post["constant_data"]["X"].values
+    Phi = basis.design(X)
+    w_shape = (1, draws, Phi.shape[1]) + pos["w"].shape[3:]
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        log_alpha = _log_gamma_draws(prior.a, prior.b, w_shape, rng)
+        z = rng.standard_normal(w_shape)
+        w = z * np.exp(-0.5 * log_alpha)
+        if kind == "regression":
+            beta = (np.full((1, draws), float(pos["beta"].values.flat[0])) if fixed_noise
+                    else np.exp(_log_gamma_draws(prior.c, prior.d, (1, draws), rng)))
+        else:
+            beta = None
+        t = _draw_targets(kind, Phi, w, beta, rng)
+    if not (np.all(np.isfinite(w)) and np.all(np.isfinite(t))):
+        warnings.warn(
+            f"non-finite prior draws: the hyperprior {prior} puts mass on alpha so small that "
+            "w = z / sqrt(alpha) overflows; a larger shape a bounds it", NumericalWarning,
+            stacklevel=2)
+    coords = {"chain": [0], "draw": np.arange(draws)}
+    dims = {name: pos[name].dims for name in ("alpha", "z", "w")}
+    own = {name: v for name, v in (("alpha", np.exp(log_alpha)), ("z", z), ("w", w))}
+    data = {name: (dims[name], own[name][:, :, columns]) for name in own}
+    if kind == "regression":
+        data["beta"] = (("chain", "draw"), beta)
+        data["noise_sd"] = (("chain", "draw"), 1.0 / np.sqrt(beta))
+    prior_ds = xr.Dataset(data, coords={**coords, **{d: pos[d].values for v in dims.values()
+                                                     for d in v if d not in coords}})
+    out = post.copy()
+    out["prior"] = xr.DataTree(prior_ds)
+    out["prior_predictive"] = xr.DataTree(_group(t, "obs"))
     return out

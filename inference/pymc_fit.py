@@ -11,7 +11,6 @@ over ``w``, so it integrates ``alpha`` out instead: ``w`` with its marginal Stud
 
 from __future__ import annotations
 
-import json
 import time
 import warnings
 from importlib.util import find_spec
@@ -20,9 +19,8 @@ import numpy as np
 import xarray as xr
 
 from sparsebayes.models import GammaPrior, SamplingWarning
+from sparsebayes.models.priors import data_scales, resolve_prior
 from sparsebayes.models.pymc_models import (
-    _resolve_prior,
-    _scales,
     check_proper,
     classification_model,
     regression_model,
@@ -84,14 +82,11 @@ def mcmc_cost(N: int, M: int, n_params: int, draws: int, tune: int, chains: int,
 
 
 def _check_prior(problem, prior, method: str) -> GammaPrior:
-    prior = _resolve_prior(problem, prior)
+    prior = resolve_prior(problem, prior)
     needs_beta = problem.kind == "regression" and problem.noise_sd is None
     check_proper(prior, method, needs_beta=needs_beta)
     return prior
 
-
-def _prior_json(prior: GammaPrior) -> str:
-    return json.dumps({k: float(getattr(prior, k)) for k in "abcd"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -435,7 +430,7 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
     attrs = {
         "sampler": sampler,
         "collapsed": int(collapsed),
-        "prior": _prior_json(prior),
+        "prior": prior.to_json(),
         "draws": draws, "tune": tune, "chains": chains,
         "target_accept": float(target_accept),
         "compile_time": t_compile,
@@ -492,7 +487,7 @@ def _start_point(problem, model) -> dict:
     """ADVI start: every ``alpha`` at the scale of a weight that alone explains ``t`` and the
     noise variance at a tenth of ``var(t)`` (as the evidence method starts); ``w = 0`` for
     the collapsed classification model (no ``alpha``)."""
-    alpha_unit, var_t = _scales(problem)
+    alpha_unit, var_t = data_scales(problem)
     if "alpha" not in model.named_vars:
         return {}
     start = {"alpha": np.full(model["alpha"].shape.eval(), alpha_unit)}
@@ -529,7 +524,7 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
         except FloatingPointError as exc:  # PyMC's message lists every NaN coordinate
             raise FloatingPointError(
                 f"{name} diverged: NaN in the ELBO optimisation (learning_rate="
-                f"{learning_rate:g}, hyperprior {_prior_json(prior)}). "
+                f"{learning_rate:g}, hyperprior {prior.to_json()}). "
                 + ("With a Gamma shape a < 1 each weight's marginal prior is a Student-t "
                    "with 2a < 2 degrees of freedom (T01 eq. 32), and the bounded Bernoulli "
                    "likelihood does not stop |w| from growing. Use the default prior "
@@ -554,7 +549,7 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
         "elbo": float(-np.mean(hist[-window:])),
         "fit_time": t_fit,
         "collapsed": int(collapsed),
-        "prior": _prior_json(prior),
+        "prior": prior.to_json(),
         "noise_fixed": int(problem.kind == "regression" and problem.noise_sd is not None),
         "hyperparameters": f"{name} (pm.fit) on the "
                            + ("collapsed model" + _COLLAPSED_NOTE[problem.kind] if collapsed

@@ -16,6 +16,7 @@ import xarray as xr
 from scipy.special import digamma, gammaln
 
 from sparsebayes.models import ConvergenceWarning, GammaPrior
+from sparsebayes.models.priors import resolve_prior
 
 from .evidence import check_basis
 from .numerics import gram_weight_posterior, one_blas_thread
@@ -211,10 +212,8 @@ def fit_vrvm(problem, *, seed: int | None = None, prior: GammaPrior | None = Non
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
     if not tol > 0:
         raise ValueError(f"tol must be > 0, got {tol!r}")
-    if prior is None:
-        prior = problem.prior if problem.prior is not None else GammaPrior()
-    if not isinstance(prior, GammaPrior):
-        raise TypeError(f"prior must be a GammaPrior or None, got {type(prior).__name__}")
+    prior = resolve_prior(problem, GammaPrior() if prior is None and problem.prior is None
+                          else prior)  # Tipping's flat prior by default
     check_basis(problem)
     basis = problem.basis
     if problem.centres is None:
@@ -253,7 +252,7 @@ def fit_vrvm(problem, *, seed: int | None = None, prior: GammaPrior | None = Non
         "n_iter": int(st.n_iter),
         "elbo": float(st.bound[-1]),
         "bound_up_to_constant": int(not prior.is_proper),
-        "prior": _prior_json(prior),
+        "prior": prior.to_json(),
         "noise_fixed": int(problem.noise_sd is not None),
         "hyperparameters": "mean-field variational posterior (Bishop & Tipping 2000): w, "
                            "alpha, beta are independent draws from q(w) q(alpha) q(beta)",
@@ -269,8 +268,3 @@ def fit_vrvm(problem, *, seed: int | None = None, prior: GammaPrior | None = Non
     dt.attrs["n_relevant"] = int(np.sum(gamma > relevance))
     return dt
 
-
-def _prior_json(prior: GammaPrior) -> str:
-    import json
-
-    return json.dumps({k: float(getattr(prior, k)) for k in "abcd"})

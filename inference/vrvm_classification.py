@@ -41,6 +41,7 @@ from scipy.linalg import cho_solve
 from scipy.special import log_expit, logsumexp, softmax
 
 from sparsebayes.models import GammaPrior, NumericalWarning
+from sparsebayes.models.priors import resolve_prior
 
 from .laplace import (
     ALPHA_MIN,
@@ -55,7 +56,7 @@ from .laplace import (
 )
 from .numerics import cholesky
 from .sequential import DenseProducts, Policy, SequentialSparseBayes
-from .vrvm import LOG_2PI, _prior_json, weight_bound_terms
+from .vrvm import LOG_2PI, weight_bound_terms
 
 __all__ = ["jj_lambda", "jj_posterior", "vrvm_classification",
            "vrvm_classification_coordinate", "fit_vrvm_classification", "VRVMClassState"]
@@ -510,10 +511,8 @@ def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPri
     if softmax_bound not in SOFTMAX_BOUNDS:
         raise ValueError(f"softmax_bound must be one of {sorted(SOFTMAX_BOUNDS)}, got "
                          f"{softmax_bound!r}")
-    if prior is None:
-        prior = problem.prior if problem.prior is not None else GammaPrior()
-    if not isinstance(prior, GammaPrior):
-        raise TypeError(f"prior must be a GammaPrior or None, got {type(prior).__name__}")
+    prior = resolve_prior(problem, GammaPrior() if prior is None and problem.prior is None
+                          else prior)  # Tipping's flat prior by default
     if problem.learn_width:
         raise NotImplementedError("vrvm classification does not learn the kernel width: "
                                   "use learn_width=False (or the evidence method)")
@@ -566,7 +565,7 @@ def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPri
         dt.attrs["n_relevant"] = int(np.unique(st.cols[gamma > relevance]).size)
     dt.attrs.update(
         elbo=float(st.bound[-1]), bound_up_to_constant=int(not (prior.a > 0 and prior.b > 0)),
-        prior=_prior_json(prior),
+        prior=prior.to_json(),
         likelihood_bound=softmax_bound if softmax_model else "jaakkola-jordan",
         hyperparameters="mean-field variational posterior (Bishop & Tipping 2000): w and "
                         "alpha are independent draws from q(w) q(alpha); pruned weights "

@@ -12,7 +12,7 @@ import numpy as np
 
 from .basis import Basis
 from .kernels import GaussianKernel, Kernel, as_kernel
-from .priors import GammaPrior
+from .priors import PRIOR_NAMES, GammaPrior, resolve_prior
 
 __all__ = ["RVMRegression", "RVMClassification", "check_inputs", "check_targets",
            "check_centres", "is_dask"]
@@ -112,8 +112,9 @@ def _common(problem, X) -> np.ndarray:
     kernel = as_kernel(problem.kernel)
     object.__setattr__(problem, "kernel", kernel)
     object.__setattr__(problem, "X", X)
-    if problem.prior is not None and not isinstance(problem.prior, GammaPrior):
-        raise TypeError(f"prior must be a GammaPrior or None, got {type(problem.prior).__name__}")
+    if problem.prior is not None and not isinstance(problem.prior, GammaPrior | str):
+        raise TypeError(f"prior must be a GammaPrior, a prior name ({', '.join(PRIOR_NAMES)}) "
+                        f"or None, got {type(problem.prior).__name__}")
     object.__setattr__(problem, "extra_columns", tuple(problem.extra_columns))
     if problem.learn_width and not isinstance(kernel, GaussianKernel):
         raise ValueError("learn_width=True needs a GaussianKernel")
@@ -124,6 +125,14 @@ def _common(problem, X) -> np.ndarray:
     object.__setattr__(problem, "centres", check_centres(problem.centres, X))
     problem.basis  # validates kernel and extra columns  # noqa: B018
     return X
+
+
+def _name_to_prior(problem) -> None:
+    """A prior given by name ("weakly_informative", "default") becomes the
+    :class:`GammaPrior` it means for this problem's data and basis, so every method (the
+    evidence ones included) uses the same one."""
+    if isinstance(problem.prior, str):
+        object.__setattr__(problem, "prior", resolve_prior(problem, problem.prior))
 
 
 def is_dask(a) -> bool:
@@ -209,7 +218,9 @@ class RVMRegression:
     extra_columns : ``("linear",)``, ``("quadratic",)`` or both: extra non-kernel columns.
     noise_sd : ``None`` to estimate the noise; a number to keep it fixed.
     prior : :class:`GammaPrior` on ``alpha`` and ``beta``; ``None`` is the method's default
-        (Tipping's flat prior for evidence/VRVM, a proper one for sampling).
+        (Tipping's flat prior for evidence/VRVM, a proper one for sampling);
+        ``"weakly_informative"`` or ``"default"``: that named prior for this data
+        (:mod:`sparsebayes.models.priors`), used by every method.
     learn_width : maximise the evidence over the Gaussian width(s) too (§4.3, App. C).
     centres : the basis dictionary: ``None`` (a kernel at every training input, the classic
         RVM), an int ``M`` (``M`` k-means centres, deterministic), or an (M, d) array. With
@@ -223,7 +234,7 @@ class RVMRegression:
     bias: bool = True
     extra_columns: Sequence[str] = ()
     noise_sd: float | None = None
-    prior: GammaPrior | None = None
+    prior: GammaPrior | str | None = None
     learn_width: bool = False
     centres: int | np.ndarray | None = None
 
@@ -247,6 +258,7 @@ class RVMRegression:
             if not np.isscalar(sd) or not np.isfinite(sd) or sd <= 0:
                 raise ValueError(f"noise_sd must be None or a number > 0, got {self.noise_sd!r}")
             object.__setattr__(self, "noise_sd", float(self.noise_sd))
+        _name_to_prior(self)
 
     @property
     def basis(self) -> Basis:
@@ -275,7 +287,7 @@ class RVMClassification:
     kernel: Kernel | str | Callable = field(default_factory=lambda: GaussianKernel(1.0))
     bias: bool = True
     extra_columns: Sequence[str] = ()
-    prior: GammaPrior | None = None
+    prior: GammaPrior | str | None = None
     learn_width: bool = False
     centres: int | np.ndarray | None = None
     classes: np.ndarray = field(init=False)
@@ -292,6 +304,7 @@ class RVMClassification:
         object.__setattr__(self, "classes", classes)
         object.__setattr__(self, "t", codes)
         object.__setattr__(self, "y", y)
+        _name_to_prior(self)
 
     @property
     def n_classes(self) -> int:

@@ -22,7 +22,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .priors import GammaPrior
+from .priors import (  # noqa: F401  (re-exported: the named priors' old home)
+    ALPHA_CEILING,
+    BETA_CEILING,
+    CLASS_SHAPE,
+    SHAPE,
+    GammaPrior,
+    default_sampling_prior,
+    resolve_prior,
+    weakly_informative_prior,
+)
 
 __all__ = [
     "default_sampling_prior",
@@ -34,62 +43,6 @@ __all__ = [
 ]
 
 LOG_2PI = float(np.log(2 * np.pi))
-
-# Scale-aware default hyperprior (see default_sampling_prior)
-SHAPE = 1e-2  # a and c: nearly flat in log alpha / log beta, as Tipping's a = c = 0
-ALPHA_CEILING = 1e6  # 1/b in units of the "one weight explains t" precision
-BETA_CEILING = 1e6  # 1/d in units of 1/var(t): noise sd down to 1e-3 sd(t)
-CLASS_SHAPE = 2.0  # classification a: weights Student-t, 4 dof, at the unit-logit scale
-
-
-def _scales(problem) -> tuple[float, float]:
-    """``alpha_unit = mean_m mean_n phi_nm^2 / var(t)``: the precision of a weight that alone
-    explains the spread of the targets; and ``var(t)`` (1 for classification logits)."""
-    ms = problem.basis.mean_square(problem.X)
-    var_t = float(np.var(problem.t)) if problem.kind == "regression" else 1.0
-    return max(ms, 1e-300) / var_t, var_t
-
-
-def default_sampling_prior(problem) -> GammaPrior:
-    """The proper Gamma hyperprior used by MCMC and VI when ``problem.prior`` is None.
-
-    Regression: ``a = c = 0.01``: nearly flat in ``log alpha`` and ``log beta`` like Tipping's
-    ``a = b = c = d = 0``, so the marginal prior on each weight stays a sparsity-promoting
-    Student-t with 0.02 degrees of freedom (T01 eq. 32). The rates set where that flatness ends,
-    in the units of the data so the prior is invariant to rescaling ``t`` or ``Phi`` (as the
-    flat prior is): ``b = 1e-6 / alpha_unit`` with ``alpha_unit = mean(Phi^2) / var(t)``,
-    i.e. a weight prior sd down to 1e-3 of the size of a weight that alone explains ``t``
-    (irrelevant weights are shrunk to nothing, so sparsity is allowed); and
-    ``d = 1e-6 var(t)``, a noise sd down to 1e-3 sd(t) (the evidence method's floor).
-    Without the rates the posterior of an irrelevant ``alpha_i`` is flat out to infinity
-    (improper); with them it is a plateau of a few units of ``log alpha`` that NUTS and ADVI
-    handle well.
-
-    Classification (``c``, ``d`` unused): ``a = 2``, ``b = a / alpha_unit`` with
-    ``alpha_unit = mean(Phi^2)`` (logits have unit scale), so ``E[alpha] = alpha_unit`` and
-    each weight is marginally Student-t with ``2a = 4`` degrees of freedom and scale
-    ``1 / sqrt(alpha_unit)``: a weight that alone moves the logits by about 1, in the spirit
-    of the weakly-informative Student-t priors of Gelman et al. (2008, Ann. Appl. Stat. 2,
-    1360) for logistic regression, made hierarchical. The regression choice fails here: the
-    Bernoulli likelihood is bounded, so ``p(t | alpha)`` tends to a positive constant as
-    ``alpha_i -> 0`` (unlike T01 eq. 15, which vanishes like ``alpha_i^(1/2)``), and with
-    ``a = 0.01`` the posterior of ``log alpha_i`` decays only like ``alpha_i^0.01`` towards
-    huge weights: NUTS gave R-hat 2.98, bulk ESS 2, 6 divergences (Ripley-100, width 0.5,
-    2 x 300 draws; breast cancer: R-hat 3.0, 122 divergences) and ADVI diverged to NaN.
-    Measured with the default NUTS (nutpie, 4 x 1000 draws, ``alpha`` integrated out, see
-    :func:`classification_model`): ``a = 2``: 0 divergences, max R-hat 1.006-1.008, bulk /
-    tail ESS >= 3000 / 1280, 4-5 s sampling on Ripley-100; 0 divergences, R-hat 1.008-1.012,
-    ESS >= 1040 / 570 on breast cancer (150 points, 30-D, width 8; 3 seeds); ``a = 1``: R-hat
-    up to 1.015 and tail ESS 230 there; in the joint model ``a = 1`` gave 20 divergences and
-    ``a = 0.5`` (Cauchy weights) 153. Test error and log loss match the evidence method's
-    (Ripley-100: 11.1% vs 11.6%, 0.263 vs 0.279; breast cancer 3.8% vs 3.8%).
-    """
-    alpha_unit, var_t = _scales(problem)
-    if problem.kind == "regression":
-        return GammaPrior(a=SHAPE, b=1.0 / (ALPHA_CEILING * alpha_unit), c=SHAPE,
-                          d=var_t / BETA_CEILING)
-    return GammaPrior(a=CLASS_SHAPE, b=CLASS_SHAPE / alpha_unit, c=0.0, d=0.0)
-
 
 def check_proper(prior: GammaPrior, method: str, needs_beta: bool = True) -> None:
     """``ValueError`` for a hyperprior that makes the posterior improper."""
@@ -105,14 +58,6 @@ def check_proper(prior: GammaPrior, method: str, needs_beta: bool = True) -> Non
             "proper prior (default_sampling_prior), or a GammaPrior with all of a, b, c, d > "
             "0; the 'evidence' and 'vrvm' methods accept the flat prior."
         )
-
-
-def _resolve_prior(problem, prior: GammaPrior | None) -> GammaPrior:
-    if prior is None:
-        prior = problem.prior if problem.prior is not None else default_sampling_prior(problem)
-    if not isinstance(prior, GammaPrior):
-        raise TypeError(f"prior must be a GammaPrior or None, got {type(prior).__name__}")
-    return prior
 
 
 def _coords(problem, basis) -> dict:
@@ -213,7 +158,7 @@ def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | No
 
     if problem.kind != "regression":
         raise TypeError(f"regression_model needs an RVMRegression, got {type(problem).__name__}")
-    prior = _resolve_prior(problem, prior)
+    prior = resolve_prior(problem, prior)
     fixed_noise = problem.noise_sd is not None
     check_proper(prior, "a PyMC model", needs_beta=not fixed_noise)
     if form not in ("auto", "direct", "woodbury"):
@@ -285,7 +230,7 @@ def classification_model(problem, *, prior: GammaPrior | None = None,
     if likelihood == "bernoulli" and K > 2:
         raise ValueError(f"likelihood='bernoulli' needs 2 classes, the problem has {K}")
     softmax = likelihood == "softmax" or K > 2
-    prior = _resolve_prior(problem, prior)
+    prior = resolve_prior(problem, prior)
     check_proper(prior, "a PyMC model", needs_beta=False)
     basis = problem.basis
     coords = _coords(problem, basis)

@@ -204,3 +204,41 @@ def test_pruned_results_on_the_pymc_route_through_pymc_trace(method):
     _moments_agree(pp["posterior_predictive"]["t"].values, ref.mean, ref.var)
     with pytest.raises(ValueError, match="another basis"):
         pymc_trace(post, RVMRegression(X, t, GaussianKernel(1.0)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_every_arviz_check_runs_on_every_method(task):
+    """Issue 13 item 1: az.loo, az.loo_pit, az.plot_ppc_dist, az.plot_ppc_pit, az.plot_lm,
+    az.plot_prior_posterior and az.compare on a result of every method (with a proper,
+    weakly informative prior, so every method has prior draws). Correctness of the groups
+    is tested above; here every pairing runs and gives finite values."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    if task == "regression":
+        X, t = _sinc(30, seed=2)
+        problem = RVMRegression(X, t, GaussianKernel(3.0), prior="weakly_informative")
+    else:
+        X, t = datasets.ripley_mixture(40, seed=1)
+        problem = RVMClassification(X, t, GaussianKernel(0.5), prior="weakly_informative")
+    posts = {}
+    for method in ("evidence", "evidence-mackay", "vrvm", "advi", "fullrank_advi", "nuts"):
+        opts = {"draws": 100, "tune": 100, "chains": 2, "warn": False} if method == "nuts" else {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            post = fit(problem, method, seed=0, posterior_predictive=True,
+                       prior_predictive=True, **opts)
+            assert np.isfinite(float(az.loo(post).elpd))
+            assert np.all(np.isfinite(az.loo_pit(post)["t"].values))
+            az.plot_ppc_dist(post)
+            az.plot_ppc_dist(post, group="prior_predictive")
+            az.plot_ppc_pit(post)
+            az.plot_lm(post, x="X", plot_dim="obs")
+            az.plot_prior_posterior(post, var_names=["w"],
+                                    coords={"basis": post["posterior"]["basis"].values[:2]})
+        matplotlib.pyplot.close("all")
+        posts[method] = post
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        assert set(az.compare(posts).index) == set(posts)

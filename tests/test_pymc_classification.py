@@ -20,7 +20,7 @@ from sparsebayes.models import (
     RVMRegression,
     datasets,
 )
-from sparsebayes.models.pymc_models import classification_model, default_sampling_prior
+from sparsebayes.models.pymc_models import SHAPE, classification_model, default_sampling_prior
 
 pm = pytest.importorskip("pymc")
 
@@ -61,7 +61,7 @@ def test_default_classification_prior(ripley):
     assert p.a / p.b == pytest.approx(np.mean(prob.design_matrix() ** 2), rel=1e-12)
     X = prob.X[:, :1]
     reg = default_sampling_prior(RVMRegression(X, X[:, 0], kernel=GaussianKernel(0.5)))
-    assert reg.a == reg.c == 0.01
+    assert reg.a == reg.c == SHAPE
 
 
 def test_collapsed_prior_is_the_gamma_normal_marginal(ripley):
