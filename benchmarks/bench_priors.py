@@ -6,7 +6,8 @@ random 100 of Ripley's 250 training points, width 0.5; the 1000 test points). Fo
 prior: the prior predictive (regression: median per-draw sd of ``t`` over sd(t);
 classification: the 5-95% range of the per-draw class-1 frequency) and the posteriors of
 NUTS (4 x 1000 draws, nutpie), ADVI and the evidence method with that hyperprior: test RMSE
-and mean predictive sd, or error and log loss; for NUTS max R-hat and divergences.
+and mean predictive sd, or error and log loss; for NUTS max R-hat (of the parameters
+and of f at every 10th test input) and divergences.
 Writes ``benchmarks/results/priors.md``.
 
     .venv/bin/python benchmarks/bench_priors.py
@@ -58,6 +59,17 @@ def scores(post, Xt, yt) -> dict:
             "log loss": float(-np.mean(yt * np.log(p1) + (1 - yt) * np.log1p(-p1)))}
 
 
+def f_rhat(post, Xt) -> float:
+    """Largest R-hat of the latent function at the test inputs (what predictions use)."""
+    from sparsebayes.inference.results import basis_from_posterior
+
+    basis, columns = basis_from_posterior(post)
+    Phi = basis.design(Xt[::10], columns=columns)
+    w = post["posterior"]["w"].values
+    f = w @ Phi.T if w.ndim == 3 else np.einsum("cdmk,nm->cdnk", w, Phi)
+    return float(np.max(az.rhat(np.ascontiguousarray(f.reshape(*f.shape[:2], -1)))))
+
+
 def prior_summary(post) -> dict:
     rep = post["prior_predictive"]["t"].values[0]
     if post.attrs["problem_kind"] == "regression":
@@ -85,6 +97,7 @@ def main() -> None:
                     names = [v for v in ("alpha", "beta", "w") if v in post["posterior"]]
                     s = az.summary(post, var_names=names, kind="diagnostics")
                     row["max R-hat"] = float(s["r_hat"].max())
+                    row["max R-hat of f(x*)"] = f_rhat(post, Xt)
                     row["divergences"] = int(post["sample_stats"]["diverging"].sum())
                 rows.append(row)
                 print(row, flush=True)

@@ -22,7 +22,7 @@ from scipy import linalg, optimize
 from sparsebayes.models import ConvergenceWarning, NumericalWarning
 from sparsebayes.models.gp import GPRegression, se_ard_covariance
 
-from .numerics import one_blas_thread
+from .numerics import gaussian_draws, one_blas_thread
 from .predictive import (
     MixturePredictive,
     Predictive,
@@ -107,6 +107,35 @@ def gp_moments(X, t, X_new, length_scale, signal_sd: float, noise_sd: float
     mean = Ks.T @ a
     var = signal_sd**2 - np.einsum("ij,ij->j", V, V) + noise_sd**2
     return mean, np.maximum(var, noise_sd**2)
+
+
+def target_replicates(post: xr.DataTree, X_new: np.ndarray, rng: np.random.Generator,
+                      draws: int = 1000) -> np.ndarray:
+    """One joint draw of the noisy targets at ``X_new`` per hyperparameter draw, (chain, draw,
+    n): ``f ~ N(K*^T (K + s^2 I)^-1 t, K** - K*^T (K + s^2 I)^-1 K*)`` (R&W eqs. 2.23-2.24)
+    plus noise. Point hyperparameters (type-II ML) give ``draws`` replicates in one chain."""
+    X = post["constant_data"]["X"].values
+    t = post["observed_data"]["t"].values
+    ds = post["posterior"]
+    chains, n_draws = ds.sizes["chain"], ds.sizes["draw"]
+    ls = ds["length_scale"].values.reshape(-1, X.shape[1])
+    sf = ds["signal_sd"].values.reshape(-1)
+    sn = ds["noise_sd"].values.reshape(-1)
+    per = draws if ls.shape[0] == 1 else 1
+    out = np.empty((ls.shape[0], per, X_new.shape[0]))
+    for s in range(ls.shape[0]):
+        K = se_ard_covariance(X, None, ls[s], sf[s])
+        K[np.diag_indices_from(K)] += sn[s] ** 2
+        L = linalg.cholesky(K, lower=True, check_finite=False)
+        Ks = se_ard_covariance(X, X_new, ls[s], sf[s])
+        V = linalg.solve_triangular(L, Ks, lower=True, check_finite=False)
+        mean = Ks.T @ linalg.cho_solve((L, True), t, check_finite=False)
+        cov = se_ard_covariance(X_new, None, ls[s], sf[s]) - V.T @ V
+        f = gaussian_draws(mean, cov, per, rng)
+        out[s] = f + sn[s] * rng.standard_normal(f.shape)
+    if per > 1:
+        return out
+    return out.reshape(chains, n_draws, X_new.shape[0])
 
 
 # --------------------------------------------------------------------------------------------

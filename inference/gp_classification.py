@@ -25,7 +25,7 @@ from sparsebayes.models.gp import se_ard_covariance
 from sparsebayes.models.kernels import sq_distances
 
 from .class_predictive import ClassPredictive
-from .numerics import check_positive_int, one_blas_thread
+from .numerics import check_positive_int, gaussian_draws, one_blas_thread
 from .predictive import check_new_inputs
 
 __all__ = ["laplace_mode", "log_marginal_likelihood", "fit_evidence", "predict_laplace"]
@@ -179,7 +179,7 @@ def fit_evidence(problem: GPClassification, *, seed: int | None = None, restarts
     # Laplace covariance (K^-1 + W)^-1 = K - K W^1/2 B^-1 W^1/2 K (GPML eq. 3.27)
     V = linalg.solve_triangular(L, sW[:, None] * K, lower=True)
     cov = K - V.T @ V
-    f = _draw(f_hat, cov, draws, rng)
+    f = gaussian_draws(f_hat, cov, draws, rng)
     loglik = log_expit((2 * t - 1) * f)
     n = t.size
     dt = azb.from_dict(
@@ -213,12 +213,6 @@ def _classes_json(classes) -> str:
     return json.dumps(np.asarray(classes).tolist())
 
 
-def _draw(mean, cov, draws, rng) -> np.ndarray:
-    vals, vecs = np.linalg.eigh(0.5 * (cov + cov.T))
-    root = vecs * np.sqrt(np.clip(vals, 0.0, None))
-    return mean + rng.standard_normal((draws, mean.size)) @ root.T
-
-
 def latent_moments(post: xr.DataTree, X_new) -> tuple[np.ndarray, np.ndarray]:
     """GPML Algorithm 3.2: mean ``k*^T (t - pi)`` and variance ``k** - v^T v`` of the latent
     ``f*`` at ``X_new``, ``v = L^-1 W^1/2 k*``."""
@@ -239,6 +233,24 @@ def latent_moments(post: xr.DataTree, X_new) -> tuple[np.ndarray, np.ndarray]:
     v = linalg.solve_triangular(L, sW[:, None] * Ks, lower=True)
     var = np.maximum(sf**2 - np.einsum("ij,ij->j", v, v), 0.0)
     return mean, var
+
+
+def class_replicates(post: xr.DataTree, X_new: np.ndarray | None, rng: np.random.Generator
+                     ) -> np.ndarray:
+    """A class code per posterior draw of the latent ``f`` (chain, draw, n), drawn from
+    ``sigma(f)`` (GPML eq. 3.1). ``X_new=None``: the training inputs (the stored draws of
+    ``f``); otherwise the Laplace result's latent predictive ``N(mean, var)`` per input
+    (GPML Alg. 3.2, marginal per input) or, for NUTS, each draw's ``f* | f, theta``."""
+    ds = post["posterior"]
+    shape = (ds.sizes["chain"], ds.sizes["draw"])
+    if X_new is None:
+        p = expit(ds["f"].values)
+    elif post.attrs["method"] == "nuts":
+        p = nuts_probability_draws(post, X_new, max_draws=shape[0] * shape[1]).reshape(*shape, -1)
+    else:
+        mean, var = latent_moments(post, X_new)
+        p = expit(mean + np.sqrt(var) * rng.standard_normal((*shape, mean.size)))
+    return (rng.random(p.shape) < p).astype(np.int64)
 
 
 def averaged_probability(mean: np.ndarray, var: np.ndarray) -> np.ndarray:

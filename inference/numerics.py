@@ -22,6 +22,7 @@ __all__ = [
     "gram_log_evidence",
     "evidence_from_factor",
     "one_blas_thread",
+    "gaussian_draws",
     "check_positive_int",
 ]
 
@@ -132,3 +133,14 @@ def check_positive_int(name: str, value, allow_zero: bool = False) -> int:
         kind = "a non-negative" if allow_zero else "a positive"
         raise ValueError(f"{name} must be {kind} integer, got {value!r}")
     return int(value)
+
+
+def gaussian_draws(mean: np.ndarray, cov: np.ndarray, size: int,
+                   rng: np.random.Generator) -> np.ndarray:
+    """``size`` draws of ``N(mean, cov)``, shape (size, n), through the eigendecomposition
+    of ``cov`` (its negative rounding-error eigenvalues clipped to 0), so a singular
+    posterior covariance is fine."""
+    vals, vecs = np.linalg.eigh(0.5 * (cov + cov.T))
+    root = vecs * np.sqrt(np.clip(vals, 0.0, None))
+    return mean + rng.standard_normal((size, mean.size)) @ root.T
+

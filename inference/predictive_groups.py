@@ -7,6 +7,10 @@ and VRVM included, without PyMC:
   draw; classification: a class code drawn from the Bernoulli-logit / softmax probabilities
   of the draw, T01 eqs. 23, 28), dims ``(chain, draw, obs)`` like ``observed_data.t``;
 * ``predictions`` and ``predictions_constant_data``: the same at new inputs;
+* for the GPs: regression, a joint draw of ``f`` and the noise per hyperparameter draw
+  (R&W eqs. 2.23-2.24; 1000 draws from type-II ML point hyperparameters); classification, a
+  class code per draw of the latent ``f`` (GPML eq. 3.1; at new inputs from each draw's
+  predictive ``f*``, marginal per input);
 * ``prior`` and ``prior_predictive``: draws of the result's hyperprior (attrs ``prior``:
   ``alpha``, ``beta``, ``noise_sd``, ``z``, ``w`` with the posterior's names and dims) and a
   replicate of ``t`` at the training inputs per prior draw, on the model's whole basis.
@@ -31,19 +35,33 @@ from .results import basis_from_posterior
 
 __all__ = ["add_posterior_predictive", "add_predictions", "add_prior_predictive"]
 
+GP_POINT_DRAWS = 1000  # replicates from a GP's point (type-II ML) hyperparameters
 
-def _check_post(post) -> str:
+
+def _check_post(post, rvm_only: bool = False) -> str:
     if not isinstance(post, xr.DataTree) or "problem_kind" not in post.attrs:
         raise TypeError("post must be a DataTree returned by sparsebayes.inference.fit")
     kind = post.attrs["problem_kind"]
-    if kind not in ("regression", "classification"):
-        raise ValueError(f"predictive groups are for RVM posteriors (regression or "
-                         f"classification), got a {kind!r} posterior")
+    kinds = ("regression", "classification") if rvm_only else (
+        "regression", "classification", "gp", "gp_classification")
+    if kind not in kinds:
+        raise ValueError(f"this needs a posterior of {' or '.join(kinds)}, got a {kind!r} "
+                         "posterior")
     return kind
 
 
-def _replicates(post, kind: str, X: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One draw of ``t`` at ``X`` per posterior draw: (chain, draw, n)."""
+def _replicates(post, kind: str, X: np.ndarray, rng: np.random.Generator,
+                training: bool = False) -> np.ndarray:
+    """One draw of ``t`` at ``X`` per posterior draw: (chain, draw, n). A GP regression with
+    point hyperparameters gives ``GP_POINT_DRAWS`` draws."""
+    if kind == "gp":
+        from .gp import target_replicates
+
+        return target_replicates(post, X, rng, GP_POINT_DRAWS)
+    if kind == "gp_classification":
+        from .gp_classification import class_replicates
+
+        return class_replicates(post, None if training else X, rng)
     basis, columns = basis_from_posterior(post)
     Phi = basis.design(X, columns=columns)
     return _draw_targets(kind, Phi, post["posterior"]["w"].values,
@@ -76,7 +94,7 @@ def add_posterior_predictive(post: xr.DataTree, seed: int | None = None) -> xr.D
     per posterior draw (see the module docstring). Returns a new tree."""
     kind = _check_post(post)
     X = post["constant_data"]["X"].values
-    rep = _replicates(post, kind, X, np.random.default_rng(seed))
+    rep = _replicates(post, kind, X, np.random.default_rng(seed), training=True)
     out = post.copy()
     out["posterior_predictive"] = xr.DataTree(_group(rep, "obs"))
     return out
@@ -115,7 +133,7 @@ def add_prior_predictive(post: xr.DataTree, draws: int = 500, seed: int | None =
 
     Raises ``ValueError`` for an improper hyperprior (Tipping's flat ``a = b = c = d = 0``,
     the evidence methods' default): it has no draws."""
-    kind = _check_post(post)
+    kind = _check_post(post, rvm_only=True)
     if not isinstance(draws, int | np.integer) or draws < 1:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
     prior = GammaPrior.from_json(post.attrs.get("prior", GammaPrior().to_json()))

@@ -7,11 +7,19 @@ import warnings
 import arviz as az
 import numpy as np
 import pytest
+import xarray as xr
 from scipy import stats
 
-from sparsebayes.inference import add_posterior_predictive, add_predictions, fit, predict
+from sparsebayes.inference import (
+    add_posterior_predictive,
+    add_predictions,
+    add_prior_predictive,
+    fit,
+    predict,
+)
 from sparsebayes.models import (
     GaussianKernel,
+    GPClassification,
     GPRegression,
     RVMClassification,
     RVMRegression,
@@ -92,6 +100,55 @@ def test_loo_pit_of_a_well_specified_model_is_uniform_and_arviz_plots_run():
     az.plot_ppc_dist(cpost)
 
 
+def _as_draws(post, values: dict, method: str):
+    """``post`` with its posterior replaced by ``values`` (chain, draw, ...) and ``method``:
+    a stand-in for a sampled result (the predictive code reads only these)."""
+    out = post.copy()
+    out["posterior"] = xr.DataTree(xr.Dataset(
+        {k: (("chain", "draw", *post["posterior"][k].dims[2:]), v) for k, v in values.items()}))
+    out.attrs["method"] = method
+    return out
+
+
+def test_gp_predictive_groups_match_predict():
+    """GP regression: replicates at the training and new inputs have predict()'s moments (R&W
+    Alg. 2.1) for point hyperparameters, and the mixture's for hyperparameter draws; GP
+    classification (Laplace, and per-draw f* | f, theta as for NUTS): class frequencies at
+    new inputs equal predict().proba (GPML eq. 3.25) within Monte Carlo error."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    X, t = _sinc(40, seed=6)
+    Xn = np.linspace(-12, 12, 9)[:, None]
+    point = fit(GPRegression(X, t), "evidence", seed=0)
+    rng = np.random.default_rng(0)
+    ds = point["posterior"]
+    jitter = np.exp(0.2 * rng.standard_normal((2, 300, 1)))
+    draws = _as_draws(point, {"length_scale": ds["length_scale"].values * jitter,
+                              "signal_sd": ds["signal_sd"].values * jitter[..., 0],
+                              "noise_sd": ds["noise_sd"].values * jitter[..., 0] ** 0.5},
+                      "nuts")
+    for post in (point, draws):
+        post = add_posterior_predictive(post, seed=1)
+        p = predict(post, X, max_draws=None)
+        _moments_agree(post["posterior_predictive"]["t"].values, p.mean, p.var)
+        new = add_predictions(post, Xn, seed=2)["predictions"]["t"].values
+        p = predict(post, Xn, max_draws=None)
+        _moments_agree(new, p.mean, p.var)
+    az.plot_ppc_dist(post)
+    Xc, yc = datasets.ripley_mixture(60, seed=5)
+    Xcn, _ = datasets.ripley_mixture(12, seed=6)
+    laplace = fit(GPClassification(Xc, yc), "evidence", seed=0, posterior_predictive=True)
+    assert laplace["posterior_predictive"]["t"].shape == laplace["posterior"]["f"].shape
+    sampled = _as_draws(laplace, {k: v.values for k, v in laplace["posterior"].items()}, "nuts")
+    for post in (laplace, sampled):
+        rep = add_predictions(post, Xcn, seed=2)["predictions"]["t"].values
+        rep = rep.reshape(-1, Xcn.shape[0])
+        p1 = predict(post, Xcn, kind="nuts" if post is sampled else None).proba[:, 1]
+        se = np.sqrt(p1 * (1 - p1) / rep.shape[0]) + 1e-3
+        assert np.max(np.abs(rep.mean(0) - p1) / se) < 5
+
+
 def test_bad_input_to_the_predictive_groups():
     X, t = _sinc(20)
     post = fit(RVMRegression(X, t, GaussianKernel(3.0)), "evidence", seed=0)
@@ -100,8 +157,8 @@ def test_bad_input_to_the_predictive_groups():
     with pytest.raises(TypeError, match="DataTree returned by sparsebayes"):
         add_posterior_predictive({"posterior": 1})
     gp = fit(GPRegression(X, t), "evidence", seed=0)
-    with pytest.raises(ValueError, match="for RVM posteriors"):
-        add_posterior_predictive(gp)
+    with pytest.raises(ValueError, match="needs a posterior of regression or classification"):
+        add_prior_predictive(gp)
 
 
 @pytest.mark.slow
