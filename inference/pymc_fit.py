@@ -353,7 +353,7 @@ def diagnose(post: xr.DataTree, var_names=("alpha", "beta", "w"), *, warn: bool 
     if problems and warn:
         warnings.warn("NUTS diagnostics look bad: " + "; ".join(problems) + ". Run more "
                       "draws or chains before trusting the posterior.", SamplingWarning,
-                      stacklevel=3)
+                      stacklevel=4)  # user -> fit -> fit_nuts -> here
     return out
 
 
