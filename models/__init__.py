@@ -14,6 +14,7 @@ from .kernels import (
     PolynomialKernel,
     as_kernel,
 )
+from .latent import RVMLatent
 from .priors import GammaPrior
 from .problems import RVMClassification, RVMRegression
 
@@ -32,6 +33,7 @@ __all__ = [
     "NumericalWarning",
     "PolynomialKernel",
     "RVMClassification",
+    "RVMLatent",
     "RVMRegression",
     "SamplingWarning",
     "SparseBayesWarning",

@@ -23,6 +23,7 @@ __all__ = [
     "weakly_informative_prior",
     "resolve_prior",
     "data_scales",
+    "unit_scale_prior",
 ]
 
 
@@ -132,7 +133,15 @@ def default_sampling_prior(problem) -> GammaPrior:
     if problem.kind == "regression":
         return GammaPrior(a=SHAPE, b=1.0 / (ALPHA_CEILING * alpha_unit), c=SHAPE,
                           d=var_t / BETA_CEILING)
-    return GammaPrior(a=CLASS_SHAPE, b=CLASS_SHAPE / alpha_unit, c=0.0, d=0.0)
+    return unit_scale_prior(alpha_unit)
+
+
+def unit_scale_prior(mean_square: float) -> GammaPrior:
+    """``alpha ~ Gamma(2, 2 / mean(Phi^2))`` (``c = d = 0``): each weight marginally
+    Student-t with 4 degrees of freedom at the scale of a weight that alone moves a latent
+    function of unit scale by about 1 (classification's default, see
+    :func:`default_sampling_prior`; :class:`~sparsebayes.models.RVMLatent`'s)."""
+    return GammaPrior(a=CLASS_SHAPE, b=CLASS_SHAPE / max(mean_square, 1e-300), c=0.0, d=0.0)
 
 
 WEAK_SHAPE = 2.0  # a (and c): weights Student-t with 4 dof, noise variance inverse-Gamma(2)
