@@ -299,3 +299,34 @@ def test_every_arviz_check_runs_on_every_method(task):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         assert set(az.compare(posts).index) == set(posts)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["evidence-mackay", "fullrank_advi", "nuts"])
+def test_groups_and_pymc_route_agree_with_predict_for_the_other_methods(method):
+    """The methods the tests above leave out: the posterior_predictive group, PyMC's
+    pm.sample_posterior_predictive on the joint model (through pymc_trace) and, after
+    pm.set_data({"X": X_new}), its predictions all have predict()'s mixture moments."""
+    pm = pytest.importorskip("pymc")
+    from sparsebayes.inference import pymc_trace
+
+    X, t = _sinc(30, seed=9)
+    problem = RVMRegression(X, t, GaussianKernel(3.0))
+    opts = {"draws": 500, "chains": 2, "warn": False} if method == "nuts" else {}
+    Xn = np.linspace(-12, 12, 9)[:, None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = fit(problem, method, seed=1, posterior_predictive=True, **opts)
+        model = problem.pymc_model()
+        trace = pymc_trace(post, problem)
+        pp = pm.sample_posterior_predictive(trace, model=model, var_names=["t"],
+                                            random_seed=2, progressbar=False)
+        with model:
+            pm.set_data({"X": Xn, "t_obs": np.zeros(9)}, coords={"obs": np.arange(9)})
+            new = pm.sample_posterior_predictive(trace, var_names=["t"], random_seed=3,
+                                                 progressbar=False, predictions=True)
+    ref = predict(post, X, kind="samples")
+    _moments_agree(post["posterior_predictive"]["t"].values, ref.mean, ref.var)
+    _moments_agree(pp["posterior_predictive"]["t"].values, ref.mean, ref.var)
+    ref = predict(post, Xn, kind="samples")
+    _moments_agree(new["predictions"]["t"].values, ref.mean, ref.var)
