@@ -99,8 +99,11 @@ def softmax_laplace_mode(K: np.ndarray, codes: np.ndarray, n_classes: int,
             F_new = K @ a
             psi_new = _psi(a, F_new, Y)
         step = np.max(np.abs(F_new - F))
+        scale = max(1.0, np.max(np.abs(F_new)))
+        # a step below tol, or (at the round-off floor of a large signal sd) no gain in Psi
+        stalled = psi_new - psi <= 1e-14 * abs(psi_new) and step < 1e-6 * scale
         F, a_old, psi = F_new, a, psi_new
-        if step < tol * max(1.0, np.max(np.abs(F))):
+        if step < tol * scale or stalled:
             converged = True
             break
     if not converged:

@@ -8,13 +8,13 @@ from scipy import optimize
 from scipy.special import logsumexp, softmax
 
 from sparsebayes.inference import fit, predict
+from sparsebayes.inference.gp_classification import log_marginal_likelihood
 from sparsebayes.inference.gp_multiclass import (
     averaged_softmax,
     laplace_covariance,
     latent_moments_multiclass,
     softmax_laplace_mode,
 )
-from sparsebayes.inference.gp_classification import log_marginal_likelihood
 from sparsebayes.models import GPClassification
 from sparsebayes.models.gp import se_ard_covariance
 
@@ -140,8 +140,9 @@ def test_type2_ml_beats_the_start_and_a_grid():
 
 @pytest.mark.slow
 def test_iris_accuracy_against_rvm_softmax_and_scikit_learn():
-    """Iris (150 x 4, 3 classes), stratified 90/60 split: test errors (measured) GP softmax
-    Laplace 1/60, RVM softmax evidence 2/60, scikit-learn GPC one-vs-rest 1/60."""
+    """Iris (150 x 4 standardised, 3 classes), stratified 90/60 split. Measured test errors
+    (log loss): GP softmax Laplace 1/60 (0.250), RVM softmax evidence (width 2) 1/60
+    (0.095), scikit-learn GPC one-vs-rest 1/60 (0.305)."""
     from sklearn.datasets import load_iris
     from sklearn.gaussian_process import GaussianProcessClassifier
     from sklearn.model_selection import train_test_split
@@ -172,7 +173,7 @@ def kernels_rbf(d):
     return RBF(np.ones(d))
 
 
-def test_layout_loo_study_and_bad_input():
+def test_layout_loo_and_bad_input():
     import arviz as az
 
     X, codes = _problem(45, seed=5)
