@@ -199,3 +199,37 @@ def test_layout_loo_and_bad_input():
         predict(post, np.ones((2, 3)))
     with pytest.raises(ValueError, match="samples"):
         averaged_softmax(np.zeros((1, 3)), np.eye(3)[None], samples=0)
+
+
+def test_plugin_predictive_binary_equals_scikit_learn_and_multiclass_is_softmax_of_mean():
+    """kind='plugin': sigma / softmax of the latent predictive mean. Binary: its labels equal
+    scikit-learn's GaussianProcessClassifier.predict (the sign of the same Laplace mean) at
+    the same fixed kernel; K = 3: softmax of the dense mean of GPML eq. 3.42."""
+    from scipy.special import expit
+    from sklearn.gaussian_process import GaussianProcessClassifier
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel
+
+    from sparsebayes.models import datasets
+
+    X, y = datasets.ripley_mixture(80, seed=1)
+    ls, sf = np.array([0.7, 1.3]), 1.5
+    g = GaussianProcessClassifier(ConstantKernel(sf**2) * RBF(ls), optimizer=None).fit(X, y)
+    post = fit(GPClassification(X, y, length_scale=ls, signal_sd=sf), "evidence", seed=0,
+               draws=10)
+    Xt, _ = datasets.ripley_mixture(300, seed=2)
+    pred = predict(post, Xt, kind="plugin")
+    np.testing.assert_array_equal(pred.label, g.predict(Xt))
+    m_sk = g.base_estimator_.latent_mean_and_variance(Xt)[0]
+    np.testing.assert_allclose(pred.proba[:, 1], expit(m_sk), atol=1e-10)
+
+    X3, codes = _problem(15, seed=2)
+    ls3 = np.array([1.0, 1.5])
+    post3 = fit(GPClassification(X3, codes, length_scale=ls3, signal_sd=2.0), "evidence",
+                seed=0, draws=10)
+    Xt3 = np.random.default_rng(3).normal(size=(5, 2))
+    K = se_ard_covariance(X3 - X3.mean(0), None, ls3, 2.0)
+    f, _, _, Kbi, _ = _dense(K, codes, 3)
+    Ks = se_ard_covariance(X3 - X3.mean(0), Xt3 - X3.mean(0), ls3, 2.0)
+    mean = np.stack([np.kron(Ks[:, [j]], np.eye(3)).T @ Kbi @ f for j in range(5)])
+    np.testing.assert_allclose(predict(post3, Xt3, kind="plugin").proba, softmax(mean, axis=1),
+                               atol=1e-8)
