@@ -128,7 +128,7 @@ class GPClassification:
 
     ``fit(GPClassification(X, y), "evidence")``: the Laplace approximation (GPML Algorithm
     3.1; 3.3 for K > 2) with its log marginal likelihood maximised over the hyperparameters
-    (Algorithm 5.1; finite differences for K > 2). ``"nuts"`` is binary only.
+    (Algorithm 5.1; its softmax form for K > 2). ``"nuts"`` is binary only.
     """
 
     X: np.ndarray

@@ -10,6 +10,7 @@ from scipy.special import logsumexp, softmax
 from sparsebayes.inference import fit, predict
 from sparsebayes.inference.gp_classification import log_marginal_likelihood
 from sparsebayes.inference.gp_multiclass import (
+    _lml_and_grad,
     averaged_softmax,
     laplace_covariance,
     latent_moments_multiclass,
@@ -67,6 +68,23 @@ def test_algorithm_3_3_mode_lml_and_covariance_equal_dense_newton():
     # the public helper and a warm start reach the same value
     assert log_marginal_likelihood(X, codes, [1.0, 1.5], 2.0) == pytest.approx(log_z, abs=1e-10)
     assert softmax_laplace_mode(K, codes, 3, F0=F + 0.3)[0] == pytest.approx(log_z, abs=1e-9)
+
+
+def test_analytic_gradient_equals_central_finite_differences():
+    """The softmax form of GPML Algorithm 5.1 (explicit + implicit terms) against central
+    differences of eq. 3.44 (each evaluated at its own Algorithm 3.3 mode)."""
+    for seed, theta in [(0, [1.0, 1.5, 2.0]), (1, [0.5, 3.0, 5.0]), (2, [2.0, 0.7, 0.5])]:
+        X, codes = _problem(20, seed=seed)
+        X = X - X.mean(0)
+        th = np.log(theta)
+        _, grad, _ = _lml_and_grad(th, X, codes, 3)
+        fd = np.empty(3)
+        for j in range(3):
+            h = np.zeros(3)
+            h[j] = 1e-5
+            fd[j] = (_lml_and_grad(th + h, X, codes, 3)[0]
+                     - _lml_and_grad(th - h, X, codes, 3)[0]) / 2e-5
+        np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-7)
 
 
 def test_laplace_lml_against_exact_evidence_by_monte_carlo():
