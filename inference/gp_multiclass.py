@@ -15,9 +15,11 @@ hyperparameters, as in the binary case).
   analytic gradient (the softmax form of GPML Algorithm 5.1, including the implicit
   dependence of the mode; checked against finite differences in the tests);
 * the latent predictive mean and K x K covariance per test point (GPML eqs. 3.42-3.43 by
-  Algorithm 3.4's block formulas) and the averaged softmax by Monte Carlo over
-  ``f* ~ N(mu*, Sigma*)`` with a fixed seed (:data:`MC_SAMPLES` draws: standard error at
-  most ``0.5 / sqrt(MC_SAMPLES)`` = 0.0039 per probability, typically far less).
+  Algorithm 3.4's block formulas) and the averaged softmax over ``f* ~ N(mu*, Sigma*)`` by
+  randomised quasi-Monte Carlo (:data:`MC_SAMPLES` = 2048 scrambled Sobol points from a
+  fixed seed): its error is far below the plain Monte Carlo standard error
+  ``sd / sqrt(2048) <= 0.011`` per probability; measured against Gauss-Hermite quadrature,
+  below 2e-4 (tests).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from .predictive import check_new_inputs
 __all__ = ["softmax_laplace_mode", "laplace_covariance", "latent_moments_multiclass",
            "averaged_softmax", "fit_evidence_multiclass", "predict_laplace_multiclass"]
 
-MC_SAMPLES = 16384
+MC_SAMPLES = 2048
 MC_SEED = 20260101
 
 
@@ -282,23 +284,37 @@ def latent_moments_multiclass(post: xr.DataTree, X_new) -> tuple[np.ndarray, np.
     return mean, cov
 
 
+def _normal_points(samples: int, dim: int, seed: int) -> np.ndarray:
+    """``samples`` standard-normal points in ``dim`` dimensions: a scrambled Sobol sequence
+    (randomised quasi-Monte Carlo, SciPy ``qmc.Sobol``) from a fixed seed, mapped by the
+    normal quantile; a power of 2 keeps the sequence balanced."""
+    from scipy.stats import norm, qmc
+
+    u = qmc.Sobol(dim, scramble=True, seed=seed).random(samples)
+    return norm.ppf(np.clip(u, 1e-12, 1 - 1e-12))
+
+
 def averaged_softmax(mean: np.ndarray, cov: np.ndarray, samples: int = MC_SAMPLES,
                      seed: int = MC_SEED, return_se: bool = False):
     """``E[softmax(f*)]`` under ``f* ~ N(mean, cov)`` per row (GPML Algorithm 3.4 lines
-    12-16) by Monte Carlo with ``samples`` standard-normal draws from a fixed ``seed``
-    (shared by the rows); with ``return_se`` also the Monte Carlo standard errors."""
+    12-16) by averaging over ``samples`` points of :func:`_normal_points` (shared by the
+    rows). With ``return_se`` also ``sd / sqrt(samples)`` of the averaged values, the
+    plain Monte Carlo standard error, which bounds the quasi-Monte Carlo error from above
+    in practice (tests: the error against 40^3-point Gauss-Hermite is far below it)."""
     samples = check_positive_int("samples", samples)
     m, C = mean.shape
-    z = np.random.default_rng(seed).standard_normal((samples, C))
+    z = _normal_points(samples, C, seed)
     vals, vecs = np.linalg.eigh(0.5 * (cov + np.swapaxes(cov, 1, 2)))
     root = vecs * np.sqrt(np.clip(vals, 0.0, None))[:, None, :]
     p, se = np.empty((m, C)), np.empty((m, C))
-    chunk = max(1, 2**20 // (samples * C))
+    chunk = max(1, 2**19 // (samples * C))
     for i in range(0, m, chunk):
-        f = mean[i:i + chunk, None, :] + np.einsum("sk,mck->msc", z, root[i:i + chunk])
+        f = z @ np.swapaxes(root[i:i + chunk], 1, 2)  # (rows, samples, C)
+        f += mean[i:i + chunk, None, :]
         s = softmax(f, axis=2)
         p[i:i + chunk] = s.mean(axis=1)
-        se[i:i + chunk] = s.std(axis=1) / np.sqrt(samples)
+        if return_se:
+            se[i:i + chunk] = s.std(axis=1) / np.sqrt(samples)
     return (p, se) if return_se else p
 
 

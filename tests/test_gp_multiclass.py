@@ -129,7 +129,7 @@ def test_algorithm_3_4_moments_equal_dense_and_mc_probabilities_equal_quadrature
                                    atol=1e-8)
     p, se = averaged_softmax(mean, cov, return_se=True)
     np.testing.assert_allclose(p.sum(1), 1.0, atol=1e-12)
-    assert se.max() < 0.5 / np.sqrt(16384)
+    assert se.max() < 0.5 / np.sqrt(2048)
     # Gauss-Hermite tensor-product quadrature (40^3 nodes) of E[softmax(f*)]
     x, w = np.polynomial.hermite.hermgauss(40)
     nodes = np.stack(np.meshgrid(x, x, x, indexing="ij"), -1).reshape(-1, 3) * np.sqrt(2)
@@ -137,7 +137,8 @@ def test_algorithm_3_4_moments_equal_dense_and_mc_probabilities_equal_quadrature
     for j in range(Xt.shape[0]):
         L = np.linalg.cholesky(cov[j])
         ref = weights @ softmax(mean[j] + nodes @ L.T, axis=1)
-        assert np.all(np.abs(p[j] - ref) < 4 * se[j] + 1e-6)
+        # randomised QMC: far inside the plain-MC standard error (measured max 1e-4)
+        assert np.all(np.abs(p[j] - ref) < np.minimum(4 * se[j], 2e-4))
     np.testing.assert_allclose(predict(post, Xt).proba, p, rtol=1e-12)
 
 
@@ -156,7 +157,6 @@ def test_type2_ml_beats_the_start_and_a_grid():
     assert post.attrs["converged"]
 
 
-@pytest.mark.slow
 def test_iris_accuracy_against_rvm_softmax_and_scikit_learn():
     """Iris (150 x 4 standardised, 3 classes), stratified 90/60 split. Measured test errors
     (log loss): GP softmax Laplace 1/60 (0.250), RVM softmax evidence (width 2) 1/60
@@ -189,6 +189,19 @@ def kernels_rbf(d):
     from sklearn.gaussian_process.kernels import RBF
 
     return RBF(np.ones(d))
+
+
+def test_study_gp_evidence_runs_on_a_three_class_data_set():
+    import sparsebayes.inference.study as st
+
+    X, codes = _problem(60, seed=6, d=3)  # 3-D: no figure grid
+    table = st.run_study({"three": (X, codes)}, "gp/evidence:restarts=1", 1, None,
+                         progress=False)
+    row = table.iloc[0]
+    assert row["status"] == "ok", row["error"]
+    assert row["n_warnings"] == 0
+    assert row["error_rate"] < 0.4
+    assert np.isfinite(row["log_loss"])
 
 
 def test_layout_loo_and_bad_input():
