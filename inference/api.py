@@ -56,6 +56,7 @@ PREDICT_KINDS: dict[str, dict[str, str]] = {
     },
     "gp": {"gp": "gp:predict_gp"},
     "gp_classification": {"laplace": "gp_classification:predict_laplace",
+                          "plugin": "gp_classification:predict_plugin",
                           "nuts": "gp_classification:predict_nuts"},
 }
 

@@ -94,10 +94,15 @@ def _lml_and_grad(theta: np.ndarray, X: np.ndarray, t: np.ndarray, f0=None):
 
 
 def log_marginal_likelihood(X, y, length_scale, signal_sd: float) -> float:
-    """The Laplace log marginal likelihood (GPML eq. 3.32) at fixed hyperparameters."""
+    """The Laplace log marginal likelihood (GPML eq. 3.32; eq. 3.44 for K > 2 classes) at
+    fixed hyperparameters."""
     problem = GPClassification(X, y)
     K = se_ard_covariance(problem.X, None, np.broadcast_to(length_scale, (problem.n_features,)),
                           signal_sd)
+    if problem.n_classes > 2:
+        from .gp_multiclass import softmax_laplace_mode
+
+        return softmax_laplace_mode(K, problem.t, problem.n_classes)[0]
     return laplace_mode(K, problem.t.astype(float))[0]
 
 
@@ -135,6 +140,11 @@ def fit_evidence(problem: GPClassification, *, seed: int | None = None, restarts
     ``log_likelihood`` (so ``az.loo`` works)."""
     if not isinstance(problem, GPClassification):
         raise TypeError(f"expected a GPClassification, got {type(problem).__name__}")
+    if problem.n_classes > 2:
+        from .gp_multiclass import fit_evidence_multiclass
+
+        return fit_evidence_multiclass(problem, seed=seed, restarts=restarts,
+                                       max_iter=max_iter, draws=draws)
     restarts = check_positive_int("restarts", restarts)
     max_iter = check_positive_int("max_iter", max_iter)
     draws = check_positive_int("draws", draws)
@@ -261,13 +271,42 @@ def averaged_probability(mean: np.ndarray, var: np.ndarray) -> np.ndarray:
 
 
 def predict_laplace(post: xr.DataTree, X_new) -> ClassPredictive:
-    """Class probabilities at ``X_new`` (GPML eq. 3.25 with Algorithm 3.2's moments)."""
+    """Class probabilities at ``X_new`` (GPML eq. 3.25 with Algorithm 3.2's moments; for
+    K > 2 classes Algorithm 3.4, :func:`.gp_multiclass.predict_laplace_multiclass`)."""
     import json
 
+    if len(json.loads(post.attrs["classes"])) > 2:
+        from .gp_multiclass import predict_laplace_multiclass
+
+        return predict_laplace_multiclass(post, X_new)
     p1 = np.clip(averaged_probability(*latent_moments(post, X_new)), 1e-300, 1 - 1e-16)
     classes = np.asarray(json.loads(post.attrs["classes"]))
     log_proba = np.stack([np.log1p(-p1), np.log(p1)], axis=1)
     return ClassPredictive(log_proba=log_proba, classes=classes, kind="laplace")
+
+
+def predict_plugin(post: xr.DataTree, X_new) -> ClassPredictive:
+    """``sigma`` (softmax for K > 2) of the latent predictive mean of a Laplace fit (GPML
+    Algorithm 3.2 / 3.4 line 6), ignoring its variance: the MAP class of GPML eq. 3.26 and
+    scikit-learn's ``predict``. Robust where the averaged probabilities are not: at a very
+    large signal sd the Laplace variance of saturated classes reverts to the prior's and
+    the average favours the class of largest variance (see NOTES)."""
+    import json
+
+    if "f_mode" not in post["constant_data"]:
+        raise ValueError("predict(post, X, kind='plugin') needs an evidence (Laplace) fit; "
+                         "this posterior has no f_mode")
+    classes = np.asarray(json.loads(post.attrs["classes"]))
+    if classes.size > 2:
+        from scipy.special import log_softmax
+
+        from .gp_multiclass import latent_moments_multiclass
+
+        log_proba = log_softmax(latent_moments_multiclass(post, X_new)[0], axis=1)
+    else:
+        m = latent_moments(post, X_new)[0]
+        log_proba = np.stack([log_expit(-m), log_expit(m)], axis=1)
+    return ClassPredictive(log_proba=log_proba, classes=classes, kind="plugin")
 
 
 def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int = 500,
@@ -277,12 +316,17 @@ def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int =
     a ``pm.gp.Latent`` prior (non-centred) with a Bernoulli-logit likelihood. Priors (inputs
     centred): ``length_scale_d ~ LogNormal(ln sd(x_d), 1)`` as for GP regression, and
     ``signal_sd ~ HalfNormal(2)`` (a logit sd of 2 spans probabilities 0.02-0.98)."""
+    if not isinstance(problem, GPClassification):
+        raise TypeError(f"expected a GPClassification, got {type(problem).__name__}")
+    if problem.n_classes > 2:
+        raise NotImplementedError(
+            f"fit(GPClassification, 'nuts') is binary; y has {problem.n_classes} classes: use "
+            "fit(..., 'evidence') (softmax Laplace, GPML Algorithm 3.3) or "
+            "fit(RVMClassification(...), 'nuts')")
     import pymc as pm
 
     from . import pymc_fit
 
-    if not isinstance(problem, GPClassification):
-        raise TypeError(f"expected a GPClassification, got {type(problem).__name__}")
     draws = pymc_fit._positive_int("draws", draws)
     chains = pymc_fit._positive_int("chains", chains)
     X, t = problem.X - problem.X.mean(axis=0), problem.t.astype(int)

@@ -112,17 +112,23 @@ class GPRegression:
 
 @dataclass(frozen=True, eq=False)
 class GPClassification:
-    """Binary GP classification, ``p(y = classes[1] | f) = sigma(f)`` with a zero-mean latent
-    GP ``f`` of SE-ARD covariance ``signal_sd^2 exp(-||(x - x') / length_scale||^2 / 2)``
-    (GPML §3.3, eq. 5.1).
+    """GP classification with an SE-ARD covariance
+    ``signal_sd^2 exp(-||(x - x') / length_scale||^2 / 2)`` (GPML eq. 5.1).
+
+    Two classes: ``p(y = classes[1] | f) = sigma(f)`` with one zero-mean latent GP ``f``
+    (GPML §3.3). K > 2 classes: the softmax ``p(y = classes[c] | f) = exp(f_c) / sum_c'
+    exp(f_c')`` of K independent latent GPs (GPML §3.5) that share one covariance (the same
+    length scales and signal sd for every class, so there are D + 1 hyperparameters as in
+    the binary case).
 
     Parameters
     ----------
-    X, y : inputs (n, d) and any two class labels (n,).
+    X, y : inputs (n, d) and class labels (n,), two or more classes.
     length_scale, signal_sd : ``None`` to learn by type-II ML; numbers > 0 to hold fixed.
 
     ``fit(GPClassification(X, y), "evidence")``: the Laplace approximation (GPML Algorithm
-    3.1) with its log marginal likelihood maximised over the hyperparameters (Algorithm 5.1).
+    3.1; 3.3 for K > 2) with its log marginal likelihood maximised over the hyperparameters
+    (Algorithm 5.1; its softmax form for K > 2). ``"nuts"`` is binary only.
     """
 
     X: np.ndarray
@@ -139,10 +145,6 @@ class GPClassification:
         if X.shape[0] < 2:
             raise ValueError(f"X needs at least 2 samples, got {X.shape[0]}")
         y, classes, codes = check_labels(self.y, X.shape[0])
-        if classes.size > 2:
-            raise NotImplementedError(
-                f"GPClassification is binary (Laplace, GPML Algorithm 3.1); y has "
-                f"{classes.size} classes: use RVMClassification (one softmax model)")
         object.__setattr__(self, "X", X)
         object.__setattr__(self, "y", y)
         object.__setattr__(self, "classes", classes)
@@ -157,7 +159,7 @@ class GPClassification:
 
     @property
     def n_classes(self) -> int:
-        return 2
+        return int(self.classes.size)
 
 
 def default_prior_scales(problem: GPRegression) -> dict[str, np.ndarray]:
