@@ -18,7 +18,7 @@ import arviz_base as azb
 import numpy as np
 import xarray as xr
 from scipy import linalg, optimize
-from scipy.special import expit, log_expit
+from scipy.special import expit, log_expit, softmax
 
 from sparsebayes.models import ConvergenceWarning, GPClassification
 from sparsebayes.models.gp import se_ard_covariance
@@ -253,6 +253,20 @@ def class_replicates(post: xr.DataTree, X_new: np.ndarray | None, rng: np.random
     (GPML Alg. 3.2, marginal per input) or, for NUTS, each draw's ``f* | f, theta``."""
     ds = post["posterior"]
     shape = (ds.sizes["chain"], ds.sizes["draw"])
+    if "class" in ds["f"].dims:  # K > 2: softmax of the K latents (GPML eq. 3.34)
+        from .gp_multiclass import latent_moments_multiclass
+
+        if X_new is None:
+            P = softmax(ds["f"].values, axis=-1)
+        else:
+            mean, cov = latent_moments_multiclass(post, X_new)
+            vals, vecs = np.linalg.eigh(cov)
+            root = vecs * np.sqrt(np.clip(vals, 0.0, None))[:, None, :]
+            f = mean + np.einsum("mab,cdmb->cdma", root,
+                                 rng.standard_normal((*shape, *mean.shape)))
+            P = softmax(f, axis=-1)
+        u = rng.random(P.shape[:-1])[..., None]
+        return np.minimum((np.cumsum(P, axis=-1) < u).sum(axis=-1), P.shape[-1] - 1)
     if X_new is None:
         p = expit(ds["f"].values)
     elif post.attrs["method"] == "nuts":

@@ -34,12 +34,12 @@ import xarray as xr
 from scipy import linalg, optimize
 from scipy.special import log_softmax, logsumexp, softmax
 
-from sparsebayes.models import ConvergenceWarning, GPClassification
+from sparsebayes.models import ConvergenceWarning, GPClassification, NumericalWarning
 from sparsebayes.models.gp import se_ard_covariance
 from sparsebayes.models.kernels import sq_distances
 
 from .class_predictive import ClassPredictive
-from .numerics import check_positive_int, one_blas_thread
+from .numerics import check_positive_int, gaussian_draws, one_blas_thread
 from .predictive import check_new_inputs
 
 __all__ = ["softmax_laplace_mode", "laplace_covariance", "latent_moments_multiclass",
@@ -181,7 +181,7 @@ def fit_evidence_multiclass(problem: GPClassification, *, seed: int | None = Non
     hyperparameters and ``draws`` draws of the latent ``f`` (obs, class) from the Laplace
     Gaussian ``N(f_hat, (K^-1 + W)^-1)``; their pointwise log softmax likelihoods fill
     ``log_likelihood`` (so ``az.loo`` works)."""
-    from .gp_classification import _classes_json, _draw, _layout, _starts
+    from .gp_classification import _classes_json, _layout, _starts
 
     restarts = check_positive_int("restarts", restarts)
     max_iter = check_positive_int("max_iter", max_iter)
@@ -224,7 +224,8 @@ def fit_evidence_multiclass(problem: GPClassification, *, seed: int | None = Non
     ls, sf = np.exp(theta[:d]), float(np.exp(theta[d]))
     K = se_ard_covariance(X, None, ls, sf)
     log_z, F_hat, _, E, M, _ = softmax_laplace_mode(K, codes, C)
-    f = _draw(F_hat.reshape(-1), laplace_covariance(K, E, M), draws, rng).reshape(draws, n, C)
+    f = gaussian_draws(F_hat.reshape(-1), laplace_covariance(K, E, M), draws, rng).reshape(
+        draws, n, C)
     loglik = log_softmax(f, axis=2)[:, np.arange(n), codes]
     dt = azb.from_dict(
         {"posterior": {"length_scale": np.broadcast_to(ls, (1, draws, d)).copy(),
@@ -321,7 +322,21 @@ def averaged_softmax(mean: np.ndarray, cov: np.ndarray, samples: int = MC_SAMPLE
 def predict_laplace_multiclass(post: xr.DataTree, X_new) -> ClassPredictive:
     """Class probabilities at ``X_new``: the softmax averaged over Algorithm 3.4's latent
     predictive Gaussian by :func:`averaged_softmax`."""
-    p = averaged_softmax(*latent_moments_multiclass(post, X_new))
+    mean, cov = latent_moments_multiclass(post, X_new)
+    p = averaged_softmax(mean, cov)
+    flips = np.argmax(p, axis=1) != np.argmax(mean, axis=1)
+    if flips.sum() > max(1, 0.05 * flips.size):
+        sd = np.sqrt(np.diagonal(cov, axis1=1, axis2=2))[flips]
+        sf = float(post["posterior"]["signal_sd"].values.flat[0])
+        warnings.warn(
+            f"the averaged probabilities pick another class than the latent mean at "
+            f"{int(flips.sum())} of {flips.size} inputs: there the classes' latent predictive "
+            f"sds (up to {sd.max():.3g}; signal sd {sf:.3g}) are unequal (by up to "
+            f"{float(np.max(sd.max(1) / sd.min(1))):.2g}x) and large against the gaps between "
+            "their means, so the average favours the widest class, not the likeliest. The "
+            "Laplace approximation is poor here: compare kind='plugin', fix signal_sd, or use "
+            "RVMClassification", NumericalWarning,
+            stacklevel=4)  # user -> predict -> predict_laplace -> here
     p = np.clip(p, 1e-300, None)
     classes = np.asarray(json.loads(post.attrs["classes"]))
     return ClassPredictive(log_proba=np.log(p / p.sum(axis=1, keepdims=True)), classes=classes,

@@ -147,6 +147,16 @@ def test_gp_predictive_groups_match_predict():
         p1 = predict(post, Xcn, kind="nuts" if post is sampled else None).proba[:, 1]
         se = np.sqrt(p1 * (1 - p1) / rep.shape[0]) + 1e-3
         assert np.max(np.abs(rep.mean(0) - p1) / se) < 5
+    # K = 3 (GPML Alg. 3.4): class frequencies of the replicates = the averaged softmax
+    rng = np.random.default_rng(3)
+    y3 = np.repeat([0, 1, 2], 20)
+    X3 = rng.normal(size=(60, 2)) + 1.5 * np.stack([y3 == 1, y3 == 2], axis=1)
+    post = fit(GPClassification(X3, y3), "evidence", seed=0, posterior_predictive=True)
+    assert post["posterior_predictive"]["t"].shape == post["posterior"]["f"].shape[:3]
+    rep = add_predictions(post, X3[:10], seed=4)["predictions"]["t"].values.reshape(-1, 10)
+    P = predict(post, X3[:10]).proba
+    freq = np.stack([(rep == k).mean(0) for k in range(3)], axis=1)
+    assert np.max(np.abs(freq - P)) < 5 * np.sqrt(0.25 / rep.shape[0]) + 2e-3
 
 
 def test_bad_input_to_the_predictive_groups():
