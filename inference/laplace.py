@@ -40,6 +40,7 @@ from scipy.special import expit, log_expit, logsumexp, softmax
 from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning
 from sparsebayes.models.kernels import GaussianKernel, sq_distances
 
+from . import compiled
 from .numerics import cholesky, one_blas_thread
 from .results import draw_gaussian, make_datatree
 from .sequential import BlockProducts, DenseProducts, Policy, SequentialSparseBayes
@@ -249,6 +250,14 @@ def _mode(Phi_act: np.ndarray, cls: np.ndarray, lik, alpha: np.ndarray,
     (relative to ``max(1, |J^T (t - y)|)``) or no step improves ``Psi``.
     """
     theta = np.zeros(cls.size) if theta0 is None else np.array(theta0, dtype=float)
+    if isinstance(lik, _Bernoulli) and cls.size:  # the same loop, compiled
+        theta_c, f, ll_c, g, _, L, it, converged, ok = compiled.bernoulli_mode(
+            np.ascontiguousarray(Phi_act, dtype=float), lik.t, alpha, theta, gtol, max_iter)
+        if ok:  # else H lost definiteness at an iterate: the loop below, with jitter
+            log_ev = (ll_c + 0.5 * np.sum(np.log(alpha)) - 0.5 * theta_c @ (alpha * theta_c)
+                      - np.sum(np.log(np.diag(L))))
+            return Laplace(theta_c, alpha, np.empty(0, int), cls, f[:, None], L, float(ll_c),
+                           float(log_ev), g, int(it), bool(converged))
     F = lik.logits(Phi_act, cls, theta)
     ll = lik.loglik(F)
     psi = ll.sum() - 0.5 * theta @ (alpha * theta)
