@@ -15,8 +15,12 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["objective", "flat_alpha", "adjust", "objective_array", "flat_alpha_array",
-           "adjust_array", "flat_proposals", "decide", "reestimate_update", "bernoulli_mode"]
+SMALL = 48  # models up to this many weights use the compiled factorisations (plain loops);
+# larger ones keep LAPACK / BLAS, whose blocking wins there
+
+__all__ = ["SMALL", "objective", "flat_alpha", "adjust", "objective_array", "flat_alpha_array",
+           "adjust_array", "flat_proposals", "decide", "reestimate_update", "bernoulli_mode",
+           "recompute"]
 
 
 # ---- one basis (TF03 eqs. 18-21, T01 App. A hyperpriors) ------------------------------------
@@ -288,3 +292,64 @@ def bernoulli_mode(Phi, t, alpha, theta0, gtol, max_iter):
         if not ok:
             return theta, f, ll, g, H, L, it, False, False
     return theta, f, ll, g, H, L, it, converged, True
+
+
+@njit(cache=True)
+def recompute(cross, active, alpha, diag, PhiBt):
+    """``SequentialSparseBayes.recompute`` compiled: Sigma, mu, S, Q from the Cholesky
+    factor L of ``H = A + Phi_in^T B Phi_in`` (TF03 eqs. 24-25, T01 eq. 6), ``S_m = diag_m -
+    ||L^-1 c_m||^2``. ok False: H not positive definite (the caller's numpy path adds
+    jitter)."""
+    M, P = cross.shape
+    H = np.empty((P, P))
+    for a in range(P):
+        for b in range(P):
+            H[a, b] = 0.5 * (cross[active[a], b] + cross[active[b], a])
+        H[a, a] += alpha[a]
+    L, ok = _cholesky_lower(H)
+    mu = np.empty(P)
+    Sigma = np.empty((P, P))
+    S = np.empty(M)
+    Q = np.empty(M)
+    if not ok:
+        return ok, mu, Sigma, S, Q
+    y = np.empty(P)  # L^-1 PhiBt_act
+    for i in range(P):
+        v = PhiBt[active[i]]
+        for k in range(i):
+            v -= L[i, k] * y[k]
+        y[i] = v / L[i, i]
+    for i in range(P - 1, -1, -1):  # L^-T y
+        v = y[i]
+        for k in range(i + 1, P):
+            v -= L[k, i] * mu[k]
+        mu[i] = v / L[i, i]
+    Linv = np.zeros((P, P))
+    for j in range(P):
+        Linv[j, j] = 1.0 / L[j, j]
+        for i in range(j + 1, P):
+            v = 0.0
+            for k in range(j, i):
+                v -= L[i, k] * Linv[k, j]
+            Linv[i, j] = v / L[i, i]
+    for a in range(P):
+        for b in range(a, P):
+            v = 0.0
+            for k in range(b, P):
+                v += Linv[k, a] * Linv[k, b]
+            Sigma[a, b] = v
+            Sigma[b, a] = v
+    z = np.empty(P)
+    for m in range(M):  # z = L^-1 c_m
+        ss = 0.0
+        qq = 0.0
+        for i in range(P):
+            v = cross[m, i]
+            for k in range(i):
+                v -= L[i, k] * z[k]
+            z[i] = v / L[i, i]
+            ss += z[i] * z[i]
+            qq += z[i] * y[i]
+        S[m] = diag[m] - ss
+        Q[m] = PhiBt[m] - qq
+    return ok, mu, Sigma, S, Q

@@ -250,7 +250,7 @@ def _mode(Phi_act: np.ndarray, cls: np.ndarray, lik, alpha: np.ndarray,
     (relative to ``max(1, |J^T (t - y)|)``) or no step improves ``Psi``.
     """
     theta = np.zeros(cls.size) if theta0 is None else np.array(theta0, dtype=float)
-    if isinstance(lik, _Bernoulli) and cls.size:  # the same loop, compiled
+    if isinstance(lik, _Bernoulli) and 0 < cls.size <= compiled.SMALL:  # the loop, compiled
         theta_c, f, ll_c, g, _, L, it, converged, ok = compiled.bernoulli_mode(
             np.ascontiguousarray(Phi_act, dtype=float), lik.t, alpha, theta, gtol, max_iter)
         if ok:  # else H lost definiteness at an iterate: the loop below, with jitter

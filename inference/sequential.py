@@ -409,7 +409,15 @@ class SequentialSparseBayes:
         factor L of ``H = A + Phi_in^T B Phi_in``: ``S_m = diag_m - ||L^-1 c_m||^2`` with
         ``c_m`` the row of ``cross`` — a sum of squares, far more accurate than
         ``c_m^T Sigma c_m`` when H is ill-conditioned."""
-        act = np.asarray(self.active)
+        act = np.asarray(self.active, dtype=np.int64)
+        ok = False
+        if act.size <= compiled.SMALL:
+            ok, mu, Sigma, S, Q = compiled.recompute(self.cross, act, self.alpha, self.diag,
+                                                     self.PhiBt)
+        if ok:
+            self.mu, self.Sigma, self.S, self.Q = mu, Sigma, S, Q
+            self.steps_since_recompute = 0
+            return
         H = self.cross[act, :]
         H = 0.5 * (H + H.T)
         H.flat[:: act.size + 1] += self.alpha
