@@ -29,6 +29,7 @@ re-estimates) are the algorithm's :class:`~sparsebayes.inference.sequential.Poli
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from dataclasses import dataclass, field
 
@@ -42,7 +43,7 @@ from sparsebayes.models.kernels import GaussianKernel, sq_distances
 
 from . import compiled
 from .numerics import cholesky, one_blas_thread
-from .results import draw_gaussian, make_datatree
+from .results import draw_gaussian, lazy_array, make_datatree
 from .sequential import BlockProducts, DenseProducts, Policy, SequentialSparseBayes
 from .statistics import check_memory
 
@@ -709,6 +710,17 @@ def check_classes(problem) -> None:
                       stacklevel=4)
 
 
+def _draws_loglik(lik, theta_draws: np.ndarray, Phi_act: np.ndarray, cls: np.ndarray
+                  ) -> np.ndarray:
+    """Pointwise ``ln p(t_n | w)`` (chain, draw, obs) for weight draws of the pairs."""
+    K = lik.n_out
+    F = np.zeros((*theta_draws.shape[:-1], Phi_act.shape[0], K))
+    for k in range(K):
+        sel = cls == k
+        F[..., k] = theta_draws[..., sel] @ Phi_act[:, sel].T
+    return lik.loglik(F)
+
+
 def laplace_datatree(problem, basis, lik, lap: Laplace, res: ClassFit, *, softmax_model, shared,
                  seed, draws, chains, n_iter, trace, method) -> xr.DataTree:
     """Binary: ``w``, ``alpha`` on dim ``basis``; ``w`` is the logit weight of
@@ -727,11 +739,8 @@ def laplace_datatree(problem, basis, lik, lap: Laplace, res: ClassFit, *, softma
     theta_draws = draw_gaussian(lap.theta, Sigma, (chains, draws), rng)
     K = lik.n_out
     Phi_act = basis.design(problem.X, columns=lap.cols)
-    F = np.zeros((chains, draws, problem.X.shape[0], K))
-    for k in range(K):
-        sel = lap.cls == k
-        F[..., k] = theta_draws[..., sel] @ Phi_act[:, sel].T
-    loglik = lik.loglik(F)
+    loglik = lazy_array((chains, draws, problem.X.shape[0]),
+                        functools.partial(_draws_loglik, lik, theta_draws, Phi_act, lap.cls))
     attrs = {
         "log_evidence": float(lap.log_evidence),
         "converged": int(res.converged and lap.converged),

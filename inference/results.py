@@ -17,11 +17,13 @@ from typing import Any
 import arviz_base as azb
 import numpy as np
 import xarray as xr
+from xarray.backends import BackendArray
+from xarray.core import indexing
 
 from sparsebayes.models import Basis
 
 __all__ = ["make_datatree", "basis_from_posterior", "gaussian_log_likelihood", "draw_gaussian",
-           "pointwise_budget_ok"]
+           "pointwise_budget_ok", "lazy_array"]
 
 POINTWISE_MAX = 25_000_000  # values (200 MB) of a log_likelihood group at most
 
@@ -40,6 +42,37 @@ def draw_gaussian(mu: np.ndarray, Sigma: np.ndarray, shape: tuple[int, ...],
     root = vecs * np.sqrt(np.clip(vals, 0.0, None))
     z = rng.standard_normal((*shape, mu.size))
     return mu + z @ root.T
+
+
+class _Deferred(BackendArray):
+    """An array computed by ``compute()`` on first access (xarray's lazy-loading protocol,
+    as for a variable of an opened file); ``compute`` must be picklable (a module-level
+    function or a ``functools.partial`` of one)."""
+
+    def __init__(self, shape: tuple[int, ...], compute) -> None:
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(float)
+        self.compute = compute
+
+    def __getitem__(self, key):
+        return indexing.explicit_indexing_adapter(key, self.shape,
+                                                  indexing.IndexingSupport.BASIC, self._get)
+
+    def _get(self, key):
+        return np.asarray(self.compute(), dtype=float)[key]
+
+
+def lazy_array(shape: tuple[int, ...], compute):
+    """A float array of ``shape`` that :func:`make_datatree` stores unevaluated: ``compute()``
+    runs once, when the values are first read (``.values``, arithmetic, ArviZ, writing to
+    disk), and the result is kept. For pointwise log-likelihoods, which a fit builds for
+    every draw (1000 x N log-sigmoids, most of the cost of a small fit) and few callers
+    read."""
+    return indexing.MemoryCachedArray(indexing.LazilyIndexedArray(_Deferred(shape, compute)))
+
+
+def _is_lazy(values) -> bool:
+    return isinstance(values, indexing.ExplicitlyIndexed)
 
 
 def gaussian_log_likelihood(t: np.ndarray, f: np.ndarray, beta: np.ndarray) -> np.ndarray:
@@ -106,7 +139,8 @@ def make_datatree(
             posterior["z"] = np.nan_to_num(posterior["w"] * np.sqrt(posterior["alpha"]))
     children = {"posterior": _group(posterior, dims, coords, sample)}
     if log_likelihood is not None:  # None: too large to hold (see pointwise_budget_ok)
-        children["log_likelihood"] = _group({"t": np.asarray(log_likelihood)}, dims, coords,
+        ll = log_likelihood if _is_lazy(log_likelihood) else np.asarray(log_likelihood)
+        children["log_likelihood"] = _group({"t": ll}, dims, coords,
                                             sample, skip_event_dims=True)
     children["observed_data"] = _group({"t": np.asarray(problem.t)}, dims, coords, [])
     children["constant_data"] = _group(constant, dims, coords, [])
