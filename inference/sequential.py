@@ -117,6 +117,7 @@ class Policy:
     tabu: set = field(default_factory=set)
     damp: dict = field(default_factory=dict)  # basis -> (lam, sign of its last log step)
     damped: bool = False
+    _lam: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     def adjust(self, idx: np.ndarray, new: np.ndarray, cur: np.ndarray) -> np.ndarray:
         """The proposed alphas of candidates ``idx`` after the floor and the damping."""
@@ -125,14 +126,16 @@ class Policy:
                                      float(self.alpha_min), lam)
 
     def arrays(self, M: int) -> tuple[np.ndarray, np.ndarray]:
-        """The damping factors ``lam`` (M,) and the tabu mask (M,) for the compiled step."""
-        lam = np.ones(M)
-        for i, (v, _) in self.damp.items():
-            lam[i] = v
+        """The damping factors ``lam`` (M,) and the tabu mask (M,) for the compiled step
+        (``lam`` is kept and updated by :meth:`reestimated`; read-only for the caller)."""
+        if self._lam is None or self._lam.size != M:
+            self._lam = np.ones(M)
+            for i, (v, _) in self.damp.items():
+                self._lam[i] = v
         tabu = np.zeros(M, dtype=bool)
         if self.tabu:
             tabu[list(self.tabu)] = True
-        return lam, tabu
+        return self._lam, tabu
 
     def forbid(self, new: np.ndarray, gain: np.ndarray, cur: np.ndarray) -> None:
         """No add or delete of a tabu candidate (in place on ``gain``)."""
@@ -149,6 +152,8 @@ class Policy:
         lam, last = self.damp.get(i, (1.0, 0.0))
         lam = max(lam / 2, DAMP_MIN) if direction == -last else min(1.0, 2 * lam)
         self.damp[i] = (lam, direction)
+        if self._lam is not None:
+            self._lam[i] = lam
 
 
 # --------------------------------------------------------------------------------------------
