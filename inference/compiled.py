@@ -20,7 +20,7 @@ SMALL = 48  # models up to this many weights use the compiled factorisations (pl
 
 __all__ = ["SMALL", "objective", "flat_alpha", "adjust", "objective_array", "flat_alpha_array",
            "adjust_array", "flat_proposals", "decide", "reestimate_update", "bernoulli_mode",
-           "recompute"]
+           "recompute", "bernoulli_surrogate"]
 
 
 # ---- one basis (TF03 eqs. 18-21, T01 App. A hyperpriors) ------------------------------------
@@ -353,3 +353,16 @@ def recompute(cross, active, alpha, diag, PhiBt):
         S[m] = diag[m] - ss
         Q[m] = PhiBt[m] - qq
     return ok, mu, Sigma, S, Q
+
+
+@njit(cache=True)
+def bernoulli_surrogate(f, t, b_floor):
+    """The linearised Bernoulli problem at logits ``f`` (TF03 eq. 14): precisions ``b =
+    max(y (1 - y), b_floor)`` and targets ``t_hat = f + (t - y) / b``."""
+    b = np.empty(f.size)
+    t_hat = np.empty(f.size)
+    for n in range(f.size):
+        y = _expit(f[n])
+        b[n] = max(y * _expit(-f[n]), b_floor)
+        t_hat[n] = f[n] + (t[n] - y) / b[n]
+    return t_hat, b

@@ -403,12 +403,10 @@ def _surrogate(Phi: np.ndarray, lik, F: np.ndarray, Phi2: np.ndarray | None = No
     ``t_hat = F + (t - y) / B``, precisions ``B = y (1 - y)``. Softmax: per point the K x K
     block ``B_n`` over the (basis, class) pairs (:class:`BlockProducts`; no N(K-1) x KM
     design). ``Phi2 = Phi**2`` (if kept) makes ``phi_m^T B phi_m`` one product."""
-    G = lik.grad(F)
-    B = lik.hess(F)
     if lik.n_out == 1:
-        b = np.maximum(B[:, 0, 0], B_FLOOR)
-        return DenseProducts(Phi, F[:, 0] + G[:, 0] / b, b, Phi2=Phi2)
-    return BlockProducts(Phi, B, F, G, Phi2)
+        t_hat, b = compiled.bernoulli_surrogate(np.ascontiguousarray(F[:, 0]), lik.t, B_FLOOR)
+        return DenseProducts(Phi, t_hat, b, Phi2=Phi2)
+    return BlockProducts(Phi, lik.hess(F), F, lik.grad(F), Phi2)
 
 
 @dataclass
