@@ -29,6 +29,7 @@ re-estimates) are the algorithm's :class:`~sparsebayes.inference.sequential.Poli
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from dataclasses import dataclass, field
 
@@ -40,8 +41,9 @@ from scipy.special import expit, log_expit, logsumexp, softmax
 from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning
 from sparsebayes.models.kernels import GaussianKernel, sq_distances
 
+from . import compiled
 from .numerics import cholesky, one_blas_thread
-from .results import draw_gaussian, make_datatree
+from .results import draw_gaussian, lazy_array, make_datatree
 from .sequential import BlockProducts, DenseProducts, Policy, SequentialSparseBayes
 from .statistics import check_memory
 
@@ -249,6 +251,14 @@ def _mode(Phi_act: np.ndarray, cls: np.ndarray, lik, alpha: np.ndarray,
     (relative to ``max(1, |J^T (t - y)|)``) or no step improves ``Psi``.
     """
     theta = np.zeros(cls.size) if theta0 is None else np.array(theta0, dtype=float)
+    if isinstance(lik, _Bernoulli) and 0 < cls.size <= compiled.SMALL:  # the loop, compiled
+        theta_c, f, ll_c, g, _, L, it, converged, ok = compiled.bernoulli_mode(
+            np.ascontiguousarray(Phi_act, dtype=float), lik.t, alpha, theta, gtol, max_iter)
+        if ok:  # else H lost definiteness at an iterate: the loop below, with jitter
+            log_ev = (ll_c + 0.5 * np.sum(np.log(alpha)) - 0.5 * theta_c @ (alpha * theta_c)
+                      - np.sum(np.log(np.diag(L))))
+            return Laplace(theta_c, alpha, np.empty(0, int), cls, f[:, None], L, float(ll_c),
+                           float(log_ev), g, int(it), bool(converged))
     F = lik.logits(Phi_act, cls, theta)
     ll = lik.loglik(F)
     psi = ll.sum() - 0.5 * theta @ (alpha * theta)
@@ -393,12 +403,10 @@ def _surrogate(Phi: np.ndarray, lik, F: np.ndarray, Phi2: np.ndarray | None = No
     ``t_hat = F + (t - y) / B``, precisions ``B = y (1 - y)``. Softmax: per point the K x K
     block ``B_n`` over the (basis, class) pairs (:class:`BlockProducts`; no N(K-1) x KM
     design). ``Phi2 = Phi**2`` (if kept) makes ``phi_m^T B phi_m`` one product."""
-    G = lik.grad(F)
-    B = lik.hess(F)
     if lik.n_out == 1:
-        b = np.maximum(B[:, 0, 0], B_FLOOR)
-        return DenseProducts(Phi, F[:, 0] + G[:, 0] / b, b, Phi2=Phi2)
-    return BlockProducts(Phi, B, F, G, Phi2)
+        t_hat, b = compiled.bernoulli_surrogate(np.ascontiguousarray(F[:, 0]), lik.t, B_FLOOR)
+        return DenseProducts(Phi, t_hat, b, Phi2=Phi2)
+    return BlockProducts(Phi, lik.hess(F), F, lik.grad(F), Phi2)
 
 
 @dataclass
@@ -700,6 +708,17 @@ def check_classes(problem) -> None:
                       stacklevel=4)
 
 
+def _draws_loglik(lik, theta_draws: np.ndarray, Phi_act: np.ndarray, cls: np.ndarray
+                  ) -> np.ndarray:
+    """Pointwise ``ln p(t_n | w)`` (chain, draw, obs) for weight draws of the pairs."""
+    K = lik.n_out
+    F = np.zeros((*theta_draws.shape[:-1], Phi_act.shape[0], K))
+    for k in range(K):
+        sel = cls == k
+        F[..., k] = theta_draws[..., sel] @ Phi_act[:, sel].T
+    return lik.loglik(F)
+
+
 def laplace_datatree(problem, basis, lik, lap: Laplace, res: ClassFit, *, softmax_model, shared,
                  seed, draws, chains, n_iter, trace, method) -> xr.DataTree:
     """Binary: ``w``, ``alpha`` on dim ``basis``; ``w`` is the logit weight of
@@ -718,11 +737,8 @@ def laplace_datatree(problem, basis, lik, lap: Laplace, res: ClassFit, *, softma
     theta_draws = draw_gaussian(lap.theta, Sigma, (chains, draws), rng)
     K = lik.n_out
     Phi_act = basis.design(problem.X, columns=lap.cols)
-    F = np.zeros((chains, draws, problem.X.shape[0], K))
-    for k in range(K):
-        sel = lap.cls == k
-        F[..., k] = theta_draws[..., sel] @ Phi_act[:, sel].T
-    loglik = lik.loglik(F)
+    loglik = lazy_array((chains, draws, problem.X.shape[0]),
+                        functools.partial(_draws_loglik, lik, theta_draws, Phi_act, lap.cls))
     attrs = {
         "log_evidence": float(lap.log_evidence),
         "converged": int(res.converged and lap.converged),

@@ -17,11 +17,14 @@ from typing import Any
 import arviz_base as azb
 import numpy as np
 import xarray as xr
+from xarray.backends import BackendArray
+from xarray.core import indexing
+from xarray.indexes import PandasIndex
 
 from sparsebayes.models import Basis
 
 __all__ = ["make_datatree", "basis_from_posterior", "gaussian_log_likelihood", "draw_gaussian",
-           "pointwise_budget_ok"]
+           "pointwise_budget_ok", "lazy_array"]
 
 POINTWISE_MAX = 25_000_000  # values (200 MB) of a log_likelihood group at most
 
@@ -40,6 +43,37 @@ def draw_gaussian(mu: np.ndarray, Sigma: np.ndarray, shape: tuple[int, ...],
     root = vecs * np.sqrt(np.clip(vals, 0.0, None))
     z = rng.standard_normal((*shape, mu.size))
     return mu + z @ root.T
+
+
+class _Deferred(BackendArray):
+    """An array computed by ``compute()`` on first access (xarray's lazy-loading protocol,
+    as for a variable of an opened file); ``compute`` must be picklable (a module-level
+    function or a ``functools.partial`` of one)."""
+
+    def __init__(self, shape: tuple[int, ...], compute) -> None:
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(float)
+        self.compute = compute
+
+    def __getitem__(self, key):
+        return indexing.explicit_indexing_adapter(key, self.shape,
+                                                  indexing.IndexingSupport.BASIC, self._get)
+
+    def _get(self, key):
+        return np.asarray(self.compute(), dtype=float)[key]
+
+
+def lazy_array(shape: tuple[int, ...], compute):
+    """A float array of ``shape`` that :func:`make_datatree` stores unevaluated: ``compute()``
+    runs once, when the values are first read (``.values``, arithmetic, ArviZ, writing to
+    disk), and the result is kept. For pointwise log-likelihoods, which a fit builds for
+    every draw (1000 x N log-sigmoids, most of the cost of a small fit) and few callers
+    read."""
+    return indexing.MemoryCachedArray(indexing.LazilyIndexedArray(_Deferred(shape, compute)))
+
+
+def _is_lazy(values) -> bool:
+    return isinstance(values, indexing.ExplicitlyIndexed)
 
 
 def gaussian_log_likelihood(t: np.ndarray, f: np.ndarray, beta: np.ndarray) -> np.ndarray:
@@ -104,15 +138,18 @@ def make_datatree(
         # predictive on problem.pymc_model() then conditions on these draws, not z's prior
         with np.errstate(invalid="ignore", over="ignore"):
             posterior["z"] = np.nan_to_num(posterior["w"] * np.sqrt(posterior["alpha"]))
-    children = {"posterior": _group(posterior, dims, coords, sample)}
+    cache: dict = {}  # the indexes of the coordinates, built once for all groups
+    children = {"posterior": _group(posterior, dims, coords, sample, index_cache=cache)}
     if log_likelihood is not None:  # None: too large to hold (see pointwise_budget_ok)
-        children["log_likelihood"] = _group({"t": np.asarray(log_likelihood)}, dims, coords,
-                                            sample, skip_event_dims=True)
-    children["observed_data"] = _group({"t": np.asarray(problem.t)}, dims, coords, [])
-    children["constant_data"] = _group(constant, dims, coords, [])
+        ll = log_likelihood if _is_lazy(log_likelihood) else np.asarray(log_likelihood)
+        children["log_likelihood"] = _group({"t": ll}, dims, coords, sample,
+                                            skip_event_dims=True, index_cache=cache)
+    children["observed_data"] = _group({"t": np.asarray(problem.t)}, dims, coords, [],
+                                       index_cache=cache)
+    children["constant_data"] = _group(constant, dims, coords, [], index_cache=cache)
     if stats_plain or traces:
         children["sample_stats"] = _group(
-            stats_plain, dims, coords, sample,
+            stats_plain, dims, coords, sample, index_cache=cache,
             extra={k: (tdims, np.asarray(arr)) for k, (tdims, arr) in traces.items()},
             arviz_attrs=bool(stats_plain))
     if gaussian is not None:
@@ -121,8 +158,9 @@ def make_datatree(
             v = np.asarray(v)
             gvars[k] = ({0: (), 1: ("basis",), 2: ("basis", "basis_bis")}[v.ndim], v)
         children["gaussian_posterior"] = xr.Dataset(
-            gvars, coords={"basis": labels, "basis_bis": labels})
-    dt = xr.DataTree.from_dict(children)
+            gvars, coords=_coordinates({"basis": labels, "basis_bis": labels}, cache))
+    dt = xr.DataTree()  # the children attached directly: from_dict would copy each node again
+    dt.children = {name: xr.DataTree(ds) for name, ds in children.items()}
 
     base_attrs = {
         "problem_kind": problem.kind,
@@ -153,7 +191,7 @@ def basis_from_posterior(post: xr.DataTree) -> tuple[Basis, np.ndarray]:
 def _group(data: Mapping[str, np.ndarray], dims: Mapping[str, list[str]],
            coords: Mapping[str, Any], sample_dims: list[str], *,
            skip_event_dims: bool = False, extra: Mapping[str, tuple] | None = None,
-           arviz_attrs: bool = True) -> xr.Dataset:
+           arviz_attrs: bool = True, index_cache: dict | None = None) -> xr.Dataset:
     """The group ``arviz_base.dict_to_dataset`` builds (as ``from_dict`` calls it): each
     variable's dims and default coordinates by ArviZ's ``generate_dims_coords``, the
     attributes by its ``make_attrs``, but one ``Dataset`` constructor instead of a
@@ -170,7 +208,24 @@ def _group(data: Mapping[str, np.ndarray], dims: Mapping[str, list[str]],
         var_coords.update(c)
     data_vars.update(extra or {})
     attrs = azb.make_attrs(sample_dims=sample_dims) if arviz_attrs else None
-    return xr.Dataset(data_vars, coords=var_coords, attrs=attrs)
+    return xr.Dataset(data_vars, coords=_coordinates(var_coords, index_cache), attrs=attrs)
+
+
+def _coordinates(coords: Mapping[str, Any], cache: dict | None) -> xr.Coordinates | Mapping:
+    """``coords`` (1-D, each on its own dim) as an ``xr.Coordinates`` whose indexes are built
+    once per tree (``cache``: name -> (values, index, variable)) and shared by the groups:
+    the same ``PandasIndex.from_variables`` xarray runs for every group otherwise."""
+    if cache is None:
+        return coords
+    variables, indexes = {}, {}
+    for name, values in coords.items():
+        values = np.asarray(values)
+        hit = cache.get(name)
+        if hit is None or hit[0].shape != values.shape or not np.array_equal(hit[0], values):
+            index = PandasIndex.from_variables({name: xr.Variable((name,), values)}, options={})
+            hit = cache[name] = (values, index, index.create_variables()[name])
+        indexes[name], variables[name] = hit[1], hit[2]
+    return xr.Coordinates(variables, indexes=indexes)
 
 
 @functools.cache

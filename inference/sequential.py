@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import linalg
 
+from . import compiled
 from .numerics import LOG_2PI, cholesky
 
 __all__ = [
@@ -59,11 +60,8 @@ def basis_objective(alpha, s, q, a: float = 0.0, b=0.0):
     log evidence 20 nats below MacKay's.)
     """
     alpha, s, q, b = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (alpha, s, q, b)))
-    out = np.where(b > 0, -np.inf, 0.0)
-    f = np.isfinite(alpha)
-    af, sf = alpha[f], s[f]
-    out[f] = 0.5 * (np.log(af / (af + sf)) + q[f] ** 2 / (af + sf)) + a * np.log(af) - b[f] * af
-    return out
+    flat = [np.ascontiguousarray(v).ravel() for v in (alpha, s, q, b)]
+    return compiled.objective_array(*flat[:3], float(a), flat[3]).reshape(alpha.shape)
 
 
 def optimal_alpha(s: np.ndarray, q: np.ndarray, a: float = 0.0, b=0.0) -> np.ndarray:
@@ -76,10 +74,9 @@ def optimal_alpha(s: np.ndarray, q: np.ndarray, a: float = 0.0, b=0.0) -> np.nda
     s = np.asarray(s, dtype=float)
     q = np.asarray(q, dtype=float)
     b = np.broadcast_to(np.asarray(b, dtype=float), s.shape)
-    theta = q**2 - s
     if a == 0 and not b.any():
-        with np.errstate(divide="ignore"):
-            return np.where(theta > 0, s**2 / np.where(theta > 0, theta, 1.0), np.inf)
+        return compiled.flat_alpha_array(np.ascontiguousarray(s).ravel(),
+                                         np.ascontiguousarray(q).ravel()).reshape(s.shape)
     coef = np.stack(
         [
             -2 * b,
@@ -127,18 +124,25 @@ class Policy:
     tabu: set = field(default_factory=set)
     damp: dict = field(default_factory=dict)  # basis -> (lam, sign of its last log step)
     damped: bool = False
+    _lam: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     def adjust(self, idx: np.ndarray, new: np.ndarray, cur: np.ndarray) -> np.ndarray:
         """The proposed alphas of candidates ``idx`` after the floor and the damping."""
-        if self.alpha_min > 0:
-            new = np.where(np.isfinite(new) & (new < self.alpha_min), self.alpha_min, new)
-        damped = [i for i, (lam, _) in self.damp.items() if lam < 1]
-        if damped:
-            for j in np.flatnonzero(np.isin(idx, damped)):
-                lam = self.damp[int(idx[j])][0]
-                if np.isfinite(new[j]) and np.isfinite(cur[j]):
-                    new[j] = cur[j] * (new[j] / cur[j]) ** lam
-        return new
+        lam = np.array([self.damp.get(int(i), (1.0,))[0] for i in idx])
+        return compiled.adjust_array(np.asarray(new, dtype=float), np.asarray(cur, dtype=float),
+                                     float(self.alpha_min), lam)
+
+    def arrays(self, M: int) -> tuple[np.ndarray, np.ndarray]:
+        """The damping factors ``lam`` (M,) and the tabu mask (M,) for the compiled step
+        (``lam`` is kept and updated by :meth:`reestimated`; read-only for the caller)."""
+        if self._lam is None or self._lam.size != M:
+            self._lam = np.ones(M)
+            for i, (v, _) in self.damp.items():
+                self._lam[i] = v
+        tabu = np.zeros(M, dtype=bool)
+        if self.tabu:
+            tabu[list(self.tabu)] = True
+        return self._lam, tabu
 
     def forbid(self, new: np.ndarray, gain: np.ndarray, cur: np.ndarray) -> None:
         """No add or delete of a tabu candidate (in place on ``gain``)."""
@@ -155,6 +159,8 @@ class Policy:
         lam, last = self.damp.get(i, (1.0, 0.0))
         lam = max(lam / 2, DAMP_MIN) if direction == -last else min(1.0, 2 * lam)
         self.damp[i] = (lam, direction)
+        if self._lam is not None:
+            self._lam[i] = lam
 
 
 # --------------------------------------------------------------------------------------------
@@ -415,7 +421,15 @@ class SequentialSparseBayes:
         factor L of ``H = A + Phi_in^T B Phi_in``: ``S_m = diag_m - ||L^-1 c_m||^2`` with
         ``c_m`` the row of ``cross`` — a sum of squares, far more accurate than
         ``c_m^T Sigma c_m`` when H is ill-conditioned."""
-        act = np.asarray(self.active)
+        act = np.asarray(self.active, dtype=np.int64)
+        ok = False
+        if act.size <= compiled.SMALL:
+            ok, mu, Sigma, S, Q = compiled.recompute(self.cross, act, self.alpha, self.diag,
+                                                     self.PhiBt)
+        if ok:
+            self.mu, self.Sigma, self.S, self.Q = mu, Sigma, S, Q
+            self.steps_since_recompute = 0
+            return
         H = self.cross[act, :]
         H = 0.5 * (H + H.T)
         H.flat[:: act.size + 1] += self.alpha
@@ -461,6 +475,15 @@ class SequentialSparseBayes:
         evaluated: with the flat prior an excluded candidate needs ``Q^2 > S``."""
         S, Q = self.S, self.Q
         M = S.size
+        if self.flat:
+            lam, tabu = self.policy.arrays(M)
+            blocked = np.zeros(M, dtype=bool)
+            if self.aligned:
+                blocked[list(self.aligned)] = True
+            return compiled.flat_proposals(S, Q, self.diag, self.excluded,
+                                           np.asarray(self.active, dtype=np.int64), self.alpha,
+                                           self.Sigma, self.mu, float(self.policy.alpha_min),
+                                           lam, blocked, tabu)
         new = np.full(M, np.inf)
         gain = np.full(M, -np.inf)
         cur = np.full(M, np.inf)
@@ -494,15 +517,8 @@ class SequentialSparseBayes:
         """The action with the largest gain: (candidate, its new alpha, gain), or None when
         converged: no add or delete pending and every re-estimate changes ``ln alpha`` by
         less than ``tol`` (TF03 §4.4)."""
-        in_model = np.isfinite(cur)
-        pending = (np.isfinite(new) != in_model) & (gain > -np.inf)  # an add or a delete
-        reest = in_model & np.isfinite(new)
-        dlog = np.abs(np.log(new[reest] / cur[reest]))
-        small = dlog.size == 0 or dlog.max() < tol
-        if not pending.any() and small:
-            return None
-        i = int(np.argmax(gain))
-        if not gain[i] > 0:  # +inf: an add that a proper hyperprior demands
+        i = int(compiled.decide(new, gain, cur, float(tol)))
+        if i < 0:
             return None
         return i, float(new[i]), float(gain[i])
 
@@ -537,17 +553,8 @@ class SequentialSparseBayes:
         """A.3: change the precision of basis ``i`` (in the model)."""
         j = self.active.index(i)
         self.policy.reestimated(i, self.alpha[j], alpha_new)
-        delta = 1.0 / (alpha_new - self.alpha[j])
-        kappa = 1.0 / (self.Sigma[j, j] + delta)
-        Sj = self.Sigma[:, j].copy()
-        muj = self.mu[j]
-        v = self.cross @ Sj
-        self.Sigma -= kappa * np.outer(Sj, Sj)
-        self.mu -= kappa * muj * Sj
-        self.Q += (kappa * muj) * v
-        v *= v
-        v *= kappa
-        self.S += v
+        compiled.reestimate_update(self.Sigma, self.mu, self.S, self.Q, self.cross, j,
+                                   1.0 / (alpha_new - self.alpha[j]))
         self.alpha[j] = alpha_new
 
     def delete(self, i: int) -> None:

@@ -1,0 +1,369 @@
+"""Compiled (numba, ``cache=True``) inner loops of the sequential algorithm and the Laplace
+mode: the per-candidate formulas of TF03 eqs. (18)-(21) live here ONCE, as scalar functions
+that :mod:`sparsebayes.inference.sequential` calls both from numpy (``basis_objective``,
+``optimal_alpha``) and from the per-step kernel :func:`flat_proposals`.
+
+At the sizes of a sparse model (M ~ 100 candidates, a handful in the model) a step of the
+algorithm is a few dozen numpy calls on tiny arrays; their call overhead (~1-3 us each) is
+what costs, so each hot piece is one compiled call here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+SMALL = 48  # models up to this many weights use the compiled factorisations (plain loops);
+# larger ones keep LAPACK / BLAS, whose blocking wins there
+
+__all__ = ["SMALL", "objective", "flat_alpha", "adjust", "objective_array", "flat_alpha_array",
+           "adjust_array", "flat_proposals", "decide", "reestimate_update", "bernoulli_mode",
+           "recompute", "bernoulli_surrogate"]
+
+
+# ---- one basis (TF03 eqs. 18-21, T01 App. A hyperpriors) ------------------------------------
+
+
+@njit(cache=True)
+def objective(alpha, s, q, a, b):
+    """``l(alpha) + a ln alpha - b alpha`` (TF03 eq. 18). For ``alpha = inf`` (excluded): 0
+    with the flat prior, ``-inf`` with a rate ``b > 0`` (see ``sequential.basis_objective``)."""
+    if not math.isfinite(alpha):
+        return -np.inf if b > 0 else 0.0
+    return (0.5 * (math.log(alpha / (alpha + s)) + q * q / (alpha + s)) + a * math.log(alpha)
+            - b * alpha)
+
+
+@njit(cache=True)
+def flat_alpha(s, q):
+    """TF03 eqs. (20)-(21): ``s^2 / (q^2 - s)`` if ``q^2 > s``, else inf."""
+    theta = q * q - s
+    return s * s / theta if theta > 0 else np.inf
+
+
+@njit(cache=True)
+def adjust(new, cur, alpha_min, lam):
+    """The Laplace policy on one proposal: the floor ``alpha_min``, then the damped log step
+    ``cur (new / cur)^lam`` (``lam < 1``) between finite values."""
+    if alpha_min > 0 and math.isfinite(new) and new < alpha_min:
+        new = alpha_min
+    if lam < 1 and math.isfinite(new) and math.isfinite(cur):
+        new = cur * (new / cur) ** lam
+    return new
+
+
+@njit(cache=True)
+def objective_array(alpha, s, q, a, b):
+    out = np.empty(alpha.size)
+    for k in range(alpha.size):
+        out[k] = objective(alpha[k], s[k], q[k], a, b[k])
+    return out
+
+
+@njit(cache=True)
+def flat_alpha_array(s, q):
+    out = np.empty(s.size)
+    for k in range(s.size):
+        out[k] = flat_alpha(s[k], q[k])
+    return out
+
+
+@njit(cache=True)
+def adjust_array(new, cur, alpha_min, lam):
+    out = np.empty(new.size)
+    for k in range(new.size):
+        out[k] = adjust(new[k], cur[k], alpha_min, lam[k])
+    return out
+
+
+# ---- one step of the sequential algorithm ---------------------------------------------------
+
+
+@njit(cache=True)
+def flat_proposals(S, Q, diag, excluded, active, alpha, Sigma, mu, alpha_min, lam, blocked,
+                   tabu):
+    """Flat prior: for every candidate its proposed alpha (eqs. 20-21 then :func:`adjust`),
+    the gain of moving to it (eq. 18 difference) and the current alpha. Excluded
+    candidates need ``S > 1e-12 diag`` and ``Q^2 > S``; in-model ``s_j = 1 / Sigma_jj -
+    alpha_j``, ``q_j = mu_j / Sigma_jj`` (see ``SequentialSparseBayes.sq``). ``blocked``
+    (aligned duplicates) gain nothing; ``tabu`` may not switch in or out; the last basis is
+    never deleted."""
+    M = S.size
+    new = np.full(M, np.inf)
+    gain = np.full(M, -np.inf)
+    cur = np.full(M, np.inf)
+    for m in range(M):
+        if excluded[m] and S[m] > 1e-12 * diag[m] and Q[m] * Q[m] > S[m]:
+            s, q = S[m], Q[m]
+            p = adjust(flat_alpha(s, q), np.inf, alpha_min, lam[m])
+            new[m] = p
+            if math.isfinite(p):
+                gain[m] = objective(p, s, q, 0.0, 0.0)
+    for j in range(active.size):
+        m = active[j]
+        cur[m] = alpha[j]
+        d = Sigma[j, j]
+        s = 1.0 / d - alpha[j]
+        q = mu[j] / d
+        p = adjust(flat_alpha(s, q), alpha[j], alpha_min, lam[m])
+        new[m] = p
+        gain[m] = objective(p, s, q, 0.0, 0.0) - objective(alpha[j], s, q, 0.0, 0.0)
+    for m in range(M):
+        if blocked[m]:
+            gain[m] = -np.inf
+    if active.size == 1 and not math.isfinite(new[active[0]]):
+        gain[active[0]] = -np.inf
+    for m in range(M):
+        if tabu[m] and math.isfinite(new[m]) != math.isfinite(cur[m]):
+            gain[m] = -np.inf
+    return new, gain, cur
+
+
+@njit(cache=True)
+def decide(new, gain, cur, tol):
+    """The candidate with the largest gain, or -1 when converged (no add or delete pending,
+    every re-estimate changes ``ln alpha`` by less than ``tol``; TF03 §4.4) or nothing
+    gains."""
+    pending = False
+    dmax = 0.0
+    best = 0
+    for m in range(new.size):
+        fin_new = math.isfinite(new[m])
+        in_model = math.isfinite(cur[m])
+        if fin_new != in_model and gain[m] > -np.inf:  # +inf: an add a proper prior demands
+            pending = True
+        if in_model and fin_new:
+            dmax = max(dmax, abs(math.log(new[m] / cur[m])))
+        if gain[m] > gain[best]:
+            best = m
+    if not pending and dmax < tol:
+        return -1
+    if not gain[best] > 0:
+        return -1
+    return best
+
+
+@njit(cache=True)
+def reestimate_update(Sigma, mu, S, Q, cross, j, delta):
+    """TF03 App. A.3 in place: ``alpha_j`` changed with ``delta = 1 / (new - old)``."""
+    kappa = 1.0 / (Sigma[j, j] + delta)
+    Sj = Sigma[:, j].copy()
+    muj = mu[j]
+    v = cross @ Sj
+    n = Sj.size
+    for a in range(n):
+        for b in range(n):
+            Sigma[a, b] -= kappa * Sj[a] * Sj[b]
+        mu[a] -= kappa * muj * Sj[a]
+    for m in range(S.size):
+        Q[m] += kappa * muj * v[m]
+        S[m] += kappa * v[m] * v[m]
+
+
+# ---- the Laplace mode of a Bernoulli model (T01 eq. 24) -------------------------------------
+
+
+@njit(cache=True)
+def _log_expit(x):
+    return -math.log1p(math.exp(-x)) if x >= 0 else x - math.log1p(math.exp(x))
+
+
+@njit(cache=True)
+def _expit(x):
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+@njit(cache=True)
+def _psi(Phi, sign, alpha, theta, f):
+    """``f = Phi theta`` (in place) and ``sum ln sigma(sign f) - 1/2 theta^T A theta``."""
+    f[:] = Phi @ theta
+    ll = 0.0
+    for n in range(f.size):
+        ll += _log_expit(sign[n] * f[n])
+    return ll, ll - 0.5 * np.sum(alpha * theta * theta)
+
+
+@njit(cache=True)
+def _terms(Phi, t, alpha, theta, f):
+    """The log-likelihood gradient ``Phi^T (t - y)``, the gradient of Psi and the lower
+    Cholesky factor of ``Phi^T B Phi + A`` (T01 eq. 25); the factor is None-like (info > 0)
+    when not positive definite."""
+    N, P = Phi.shape
+    r = np.empty(N)
+    WPhi = np.empty((N, P))
+    for n in range(N):
+        y = _expit(f[n])
+        r[n] = t[n] - y
+        b = y * _expit(-f[n])
+        for k in range(P):
+            WPhi[n, k] = b * Phi[n, k]
+    gl = Phi.T @ r
+    H = Phi.T @ WPhi
+    for k in range(P):
+        H[k, k] += alpha[k]
+    return gl, gl - alpha * theta, H
+
+
+@njit(cache=True)
+def _cholesky_lower(H):
+    """Lower Cholesky factor (zero upper triangle), ok flag."""
+    P = H.shape[0]
+    L = np.zeros((P, P))
+    for j in range(P):
+        d = H[j, j]
+        for k in range(j):
+            d -= L[j, k] * L[j, k]
+        if not d > 0:
+            return L, False
+        L[j, j] = math.sqrt(d)
+        for i in range(j + 1, P):
+            v = H[i, j]
+            for k in range(j):
+                v -= L[i, k] * L[j, k]
+            L[i, j] = v / L[j, j]
+    return L, True
+
+
+@njit(cache=True)
+def _chol_solve(L, g):
+    P = g.size
+    z = np.empty(P)
+    for i in range(P):
+        v = g[i]
+        for k in range(i):
+            v -= L[i, k] * z[k]
+        z[i] = v / L[i, i]
+    x = np.empty(P)
+    for i in range(P - 1, -1, -1):
+        v = z[i]
+        for k in range(i + 1, P):
+            v -= L[k, i] * x[k]
+        x[i] = v / L[i, i]
+    return x
+
+
+@njit(cache=True)
+def bernoulli_mode(Phi, t, alpha, theta0, gtol, max_iter):
+    """Newton / IRLS with step halving for ``P(t=1) = sigma(Phi theta)`` (T01 eq. 24; the
+    loop of ``laplace._mode``, compiled). Returns theta, f, loglik, the gradient of Psi, H,
+    its factor L, iterations, converged, and ok (False: H was not positive definite at an
+    iterate, the caller re-runs the numpy loop with its jittered Cholesky)."""
+    N, P = Phi.shape
+    sign = 2.0 * t - 1.0
+    theta = theta0.copy()
+    f = np.empty(N)
+    ll, psi = _psi(Phi, sign, alpha, theta, f)
+    f_new = np.empty(N)
+    converged = fresh = False
+    it = 0
+    gl = g = np.zeros(P)
+    H = L = np.zeros((P, P))
+    for it in range(1, max_iter + 1):
+        gl, g, H = _terms(Phi, t, alpha, theta, f)
+        L, ok = _cholesky_lower(H)
+        if not ok:
+            return theta, f, ll, g, H, L, it, False, False
+        if np.abs(g).max() <= gtol * max(1.0, np.abs(gl).max()):
+            converged = fresh = True
+            break
+        delta = _chol_solve(L, g)
+        step = 1.0
+        ll_new = psi_new = 0.0
+        new = theta
+        while True:
+            new = theta + step * delta
+            ll_new, psi_new = _psi(Phi, sign, alpha, new, f_new)
+            if psi_new >= psi - 1e-13 * abs(psi) or step < 1e-12:
+                break
+            step *= 0.5
+        if step < 1e-12:
+            converged = np.abs(g).max() <= 1e-6 * max(1.0, np.abs(gl).max())
+            fresh = True
+            break
+        theta, ll, psi = new, ll_new, psi_new
+        f, f_new = f_new, f
+    if not fresh:
+        gl, g, H = _terms(Phi, t, alpha, theta, f)
+        L, ok = _cholesky_lower(H)
+        if not ok:
+            return theta, f, ll, g, H, L, it, False, False
+    return theta, f, ll, g, H, L, it, converged, True
+
+
+@njit(cache=True)
+def recompute(cross, active, alpha, diag, PhiBt):
+    """``SequentialSparseBayes.recompute`` compiled: Sigma, mu, S, Q from the Cholesky
+    factor L of ``H = A + Phi_in^T B Phi_in`` (TF03 eqs. 24-25, T01 eq. 6), ``S_m = diag_m -
+    ||L^-1 c_m||^2``. ok False: H not positive definite (the caller's numpy path adds
+    jitter)."""
+    M, P = cross.shape
+    H = np.empty((P, P))
+    for a in range(P):
+        for b in range(P):
+            H[a, b] = 0.5 * (cross[active[a], b] + cross[active[b], a])
+        H[a, a] += alpha[a]
+    L, ok = _cholesky_lower(H)
+    mu = np.empty(P)
+    Sigma = np.empty((P, P))
+    S = np.empty(M)
+    Q = np.empty(M)
+    if not ok:
+        return ok, mu, Sigma, S, Q
+    y = np.empty(P)  # L^-1 PhiBt_act
+    for i in range(P):
+        v = PhiBt[active[i]]
+        for k in range(i):
+            v -= L[i, k] * y[k]
+        y[i] = v / L[i, i]
+    for i in range(P - 1, -1, -1):  # L^-T y
+        v = y[i]
+        for k in range(i + 1, P):
+            v -= L[k, i] * mu[k]
+        mu[i] = v / L[i, i]
+    Linv = np.zeros((P, P))
+    for j in range(P):
+        Linv[j, j] = 1.0 / L[j, j]
+        for i in range(j + 1, P):
+            v = 0.0
+            for k in range(j, i):
+                v -= L[i, k] * Linv[k, j]
+            Linv[i, j] = v / L[i, i]
+    for a in range(P):
+        for b in range(a, P):
+            v = 0.0
+            for k in range(b, P):
+                v += Linv[k, a] * Linv[k, b]
+            Sigma[a, b] = v
+            Sigma[b, a] = v
+    z = np.empty(P)
+    for m in range(M):  # z = L^-1 c_m
+        ss = 0.0
+        qq = 0.0
+        for i in range(P):
+            v = cross[m, i]
+            for k in range(i):
+                v -= L[i, k] * z[k]
+            z[i] = v / L[i, i]
+            ss += z[i] * z[i]
+            qq += z[i] * y[i]
+        S[m] = diag[m] - ss
+        Q[m] = PhiBt[m] - qq
+    return ok, mu, Sigma, S, Q
+
+
+@njit(cache=True)
+def bernoulli_surrogate(f, t, b_floor):
+    """The linearised Bernoulli problem at logits ``f`` (TF03 eq. 14): precisions ``b =
+    max(y (1 - y), b_floor)`` and targets ``t_hat = f + (t - y) / b``."""
+    b = np.empty(f.size)
+    t_hat = np.empty(f.size)
+    for n in range(f.size):
+        y = _expit(f[n])
+        b[n] = max(y * _expit(-f[n]), b_floor)
+        t_hat[n] = f[n] + (t[n] - y) / b[n]
+    return t_hat, b
