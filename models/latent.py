@@ -68,34 +68,49 @@ class RVMLatent:
             return Basis(self.kernel, X, self.bias, self.extra_columns)
         return Basis(self.kernel, centres, self.bias, self.extra_columns, dictionary=True)
 
-    def _design(self, name: str, X: np.ndarray):
-        """``Phi(X)`` in the graph from ``pm.Data(name + "_X")``, or precomputed data for a
-        kernel without a PyTensor form."""
+    def _design(self, name: str, X: np.ndarray, X_data=None):
+        """``Phi(X)`` in the graph from the user's ``pm.Data`` ``X_data`` or a new
+        ``pm.Data(name + "_X")``; precomputed data for a kernel without a PyTensor form."""
         import pymc as pm
         import pytensor.tensor as pt
 
         try:
             self.basis.tensor_design(pt.matrix())  # does the kernel have a PyTensor form?
         except NotImplementedError:
+            if X_data is not None:
+                raise ValueError(
+                    f"the {self.basis.kernel.name!r} kernel has no PyTensor form, so its design "
+                    "cannot follow a pm.Data X through pm.set_data: pass X as a NumPy array "
+                    "(the design is then precomputed data)") from None
             return pm.Data(f"{name}_Phi", np.ascontiguousarray(self.basis.design(X)))
-        return self.basis.tensor_design(pm.Data(f"{name}_X", X))
+        return self.basis.tensor_design(pm.Data(f"{name}_X", X) if X_data is None else X_data)
 
     def prior(self, name: str, X, dims: str | None = None):
         """The latent ``f = Phi(X) w`` with ``alpha_i ~ Gamma(a, b)``, ``w_i = z_i /
         sqrt(alpha_i)``, ``z_i ~ N(0, 1)`` (T01 eqs. 5-6, non-centred); call inside a
-        ``pm.Model``. Returns the deterministic ``name`` (dims ``dims`` if given)."""
+        ``pm.Model``. ``X``: an array (it becomes ``pm.Data(name + "_X")``) or your own
+        ``pm.Data`` (its current value sets the basis and its centres). Returns the
+        deterministic ``name`` (dims ``dims`` if given)."""
         import pymc as pm
         import pytensor.tensor as pt
+        from pytensor.compile.sharedvalue import SharedVariable
+        from pytensor.graph.basic import Variable
 
         if not isinstance(name, str) or not name:
             raise TypeError(f"name must be a non-empty string, got {name!r}")
+        X_data = None
+        if isinstance(X, SharedVariable):  # the user's own pm.Data: set_data moves f
+            X_data, X = X, X.get_value()
+        elif isinstance(X, Variable):
+            raise TypeError("X must be an array or a pm.Data variable (whose current value "
+                            "sets the basis), got a symbolic expression")
         X = check_inputs(X, name="X")
         model = pm.modelcontext(None)
         self.basis = self._basis_for(X)
         prior = self.hyperprior or unit_scale_prior(self.basis.mean_square(X))
         basis_dim = f"{name}_basis"
         model.add_coord(basis_dim, np.asarray(self.basis.labels, dtype=str))
-        Phi = self._design(name, X)
+        Phi = self._design(name, X, X_data)
         alpha = pm.Gamma(f"{name}_alpha", alpha=prior.a, beta=prior.b, dims=basis_dim)
         z = pm.Normal(f"{name}_z", 0.0, 1.0, dims=basis_dim)
         self._w = pm.Deterministic(f"{name}_w", z / pt.sqrt(alpha), dims=basis_dim)

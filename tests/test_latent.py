@@ -119,6 +119,13 @@ def test_set_data_moves_the_latent_function_and_callables_use_data():
     (f_of_values,) = model.replace_rvs_by_values([model["f"]])
     f = pm.pytensorf.compile(model.value_vars, f_of_values)(*point.values())
     np.testing.assert_allclose(f, rvm.basis.design(X_new) @ w, rtol=1e-10)
+    with pm.Model() as mine:  # the user's own pm.Data, as with pm.gp.HSGP
+        X_data = pm.Data("inputs", X)
+        RVMLatent(GaussianKernel(1.0), prior=PRIOR).prior("f", X_data)
+        pm.set_data({"inputs": X_new})
+    (f_of_values,) = mine.replace_rvs_by_values([mine["f"]])
+    f = pm.pytensorf.compile(mine.value_vars, f_of_values)(*point.values())
+    np.testing.assert_allclose(f, rvm.basis.design(X_new) @ w, rtol=1e-10)
     own = RVMLatent(CallableKernel(lambda A, C: np.exp(-((A[:, None, :] - C[None]) ** 2)
                                                        .sum(-1))), prior=PRIOR)
     with pm.Model() as model2:
@@ -141,6 +148,12 @@ def test_bad_input():
     with pytest.raises(ValueError, match="X"):
         with pm.Model():
             RVMLatent(GaussianKernel(1.0)).prior("f", bad)
+    with pytest.raises(ValueError, match="no PyTensor form"):
+        with pm.Model():
+            RVMLatent(CallableKernel(lambda A, C: A @ C.T)).prior("f", pm.Data("inputs", X))
+    with pytest.raises(TypeError, match="symbolic expression"):
+        with pm.Model():
+            RVMLatent(GaussianKernel(1.0)).prior("f", pm.Data("inputs", X) * 2)
     with pytest.raises(TypeError, match="prior must be a GammaPrior"):
         RVMLatent(GaussianKernel(1.0), prior="flat")
     with pytest.raises(ValueError, match="proper"):
