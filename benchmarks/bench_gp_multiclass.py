@@ -73,12 +73,11 @@ def run(repeats: int) -> list[dict]:
             "ours signal sd": float(post["posterior"]["signal_sd"].values[0, 0]),
             "ours error (plugin)": f"{metrics.error_rate(p_ours, yt):.3f} "
                                    f"({metrics.error_rate(p_plug, yt):.3f})",
-            "sklearn error": float(np.mean(np.argmax(p_sk, 1) != yt)),
+            "sklearn error": metrics.error_rate(p_sk, yt),
             "RVM error": metrics.error_rate(p_rvm, yt),
             "ours log loss (plugin)": f"{metrics.log_loss(p_ours, yt):.3f} "
                                       f"({metrics.log_loss(p_plug, yt):.3f})",
-            "sklearn log loss": float(-np.mean(np.log(np.clip(
-                p_sk[np.arange(yt.size), yt], 1e-300, None)))),
+            "sklearn log loss": metrics.log_loss(p_sk, yt),
             "RVM log loss": metrics.log_loss(p_rvm, yt)})
         print(rows[-1], flush=True)
     return rows

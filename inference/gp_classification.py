@@ -130,6 +130,47 @@ def _starts(problem, restarts: int, rng) -> np.ndarray:
     return np.array(out)
 
 
+def type2_ml(problem: GPClassification, lml_and_grad, restarts: int, max_iter: int,
+             rng: np.random.Generator, stacklevel: int):
+    """Type-II ML over the free log hyperparameters (``_layout``): L-BFGS-B from each of
+    :func:`_starts`, within the layout's bounds. ``lml_and_grad(theta, mode)`` returns the
+    Laplace log marginal likelihood, its gradient and the mode it found, and is warm-started
+    from the previous mode of the same start. Returns the best ``theta``, every start's
+    ``(theta, lml, success, n_iter)`` and whether any start converged (a
+    ``ConvergenceWarning`` if none did)."""
+    fixed, lo, hi, _ = _layout(problem)
+    free = np.isnan(fixed)
+    runs = []
+    with one_blas_thread():
+        if not free.any():
+            runs.append((fixed, lml_and_grad(fixed, None)[0], True, 0))
+        for x0 in _starts(problem, restarts, rng) if free.any() else []:
+            cache = {"mode": None}
+
+            def objective(x, cache=cache):
+                theta = fixed.copy()
+                theta[free] = x
+                try:
+                    value, g, mode = lml_and_grad(theta, cache["mode"])
+                except linalg.LinAlgError:
+                    return 1e25, np.zeros_like(x)
+                cache["mode"] = mode
+                return -value, -g[free]
+
+            res = optimize.minimize(objective, np.clip(x0[free], lo[free], hi[free]), jac=True,
+                                    method="L-BFGS-B", bounds=list(zip(lo[free], hi[free])),
+                                    options={"maxiter": max_iter})
+            theta = fixed.copy()
+            theta[free] = res.x
+            runs.append((theta, -float(res.fun), bool(res.success), int(res.nit)))
+    converged = any(r[2] for r in runs)
+    if not converged:
+        warnings.warn(f"type-II ML did not converge from any of {len(runs)} starts in "
+                      f"max_iter={max_iter} iterations; the best iterate is kept "
+                      "(converged=False)", ConvergenceWarning, stacklevel=stacklevel)
+    return max(runs, key=lambda r: r[1])[0], runs, converged
+
+
 def fit_evidence(problem: GPClassification, *, seed: int | None = None, restarts: int = 3,
                  max_iter: int = 200, draws: int = 500) -> xr.DataTree:
     """Type-II ML of the Laplace log marginal likelihood (GPML eq. 3.32, gradient by
@@ -149,39 +190,11 @@ def fit_evidence(problem: GPClassification, *, seed: int | None = None, restarts
     max_iter = check_positive_int("max_iter", max_iter)
     draws = check_positive_int("draws", draws)
     X, t = problem.X - problem.X.mean(axis=0), problem.t.astype(float)
-    fixed, lo, hi, _ = _layout(problem)
-    free = np.isnan(fixed)
     rng = np.random.default_rng(seed)
     start = time.perf_counter()
-    runs = []
-    with one_blas_thread():
-        if not free.any():
-            runs.append((fixed, _lml_and_grad(fixed, X, t)[0], True, 0))
-        for x0 in _starts(problem, restarts, rng) if free.any() else []:
-            cache = {"f": None}
-
-            def objective(x, cache=cache):
-                theta = fixed.copy()
-                theta[free] = x
-                try:
-                    value, g, f = _lml_and_grad(theta, X, t, cache["f"])
-                except linalg.LinAlgError:
-                    return 1e25, np.zeros_like(x)
-                cache["f"] = f
-                return -value, -g[free]
-
-            res = optimize.minimize(objective, np.clip(x0[free], lo[free], hi[free]), jac=True,
-                                    method="L-BFGS-B", bounds=list(zip(lo[free], hi[free])),
-                                    options={"maxiter": max_iter})
-            theta = fixed.copy()
-            theta[free] = res.x
-            runs.append((theta, -float(res.fun), bool(res.success), int(res.nit)))
-    theta, lml, _, _ = max(runs, key=lambda r: r[1])
-    converged = any(r[2] for r in runs)
-    if not converged:
-        warnings.warn(f"type-II ML did not converge from any of {len(runs)} starts in "
-                      f"max_iter={max_iter} iterations; the best iterate is kept "
-                      "(converged=False)", ConvergenceWarning, stacklevel=3)
+    theta, runs, converged = type2_ml(
+        problem, lambda theta, f0: _lml_and_grad(theta, X, t, f0), restarts, max_iter, rng,
+        stacklevel=4)  # user -> fit -> fit_evidence -> type2_ml
     d = problem.n_features
     ls, sf = np.exp(theta[:d]), float(np.exp(theta[d]))
     K = se_ard_covariance(X, None, ls, sf)

@@ -31,7 +31,7 @@ import warnings
 import arviz_base as azb
 import numpy as np
 import xarray as xr
-from scipy import linalg, optimize
+from scipy import linalg
 from scipy.special import log_softmax, logsumexp, softmax
 
 from sparsebayes.models import ConvergenceWarning, GPClassification, NumericalWarning
@@ -39,7 +39,7 @@ from sparsebayes.models.gp import se_ard_covariance
 from sparsebayes.models.kernels import sq_distances
 
 from .class_predictive import ClassPredictive
-from .numerics import check_positive_int, gaussian_draws, one_blas_thread
+from .numerics import check_positive_int, gaussian_draws
 from .predictive import check_new_inputs
 
 __all__ = ["softmax_laplace_mode", "laplace_covariance", "latent_moments_multiclass",
@@ -181,45 +181,17 @@ def fit_evidence_multiclass(problem: GPClassification, *, seed: int | None = Non
     hyperparameters and ``draws`` draws of the latent ``f`` (obs, class) from the Laplace
     Gaussian ``N(f_hat, (K^-1 + W)^-1)``; their pointwise log softmax likelihoods fill
     ``log_likelihood`` (so ``az.loo`` works)."""
-    from .gp_classification import _classes_json, _layout, _starts
+    from .gp_classification import _classes_json, type2_ml
 
     restarts = check_positive_int("restarts", restarts)
     max_iter = check_positive_int("max_iter", max_iter)
     draws = check_positive_int("draws", draws)
     X, codes, C = problem.X - problem.X.mean(axis=0), problem.t, problem.n_classes
-    fixed, lo, hi, _ = _layout(problem)
-    free = np.isnan(fixed)
     rng = np.random.default_rng(seed)
     start = time.perf_counter()
-    runs = []
-    with one_blas_thread():
-        if not free.any():
-            runs.append((fixed, _lml_and_grad(fixed, X, codes, C)[0], True, 0))
-        for x0 in _starts(problem, restarts, rng) if free.any() else []:
-            cache = {"F": None}
-
-            def objective(x, cache=cache):
-                theta = fixed.copy()
-                theta[free] = x
-                try:
-                    value, g, F = _lml_and_grad(theta, X, codes, C, cache["F"])
-                except linalg.LinAlgError:
-                    return 1e25, np.zeros_like(x)
-                cache["F"] = F
-                return -value, -g[free]
-
-            res = optimize.minimize(objective, np.clip(x0[free], lo[free], hi[free]), jac=True,
-                                    method="L-BFGS-B", bounds=list(zip(lo[free], hi[free])),
-                                    options={"maxiter": max_iter})
-            theta = fixed.copy()
-            theta[free] = res.x
-            runs.append((theta, -float(res.fun), bool(res.success), int(res.nit)))
-    theta, _, _, _ = max(runs, key=lambda r: r[1])
-    converged = any(r[2] for r in runs)
-    if not converged:
-        warnings.warn(f"type-II ML did not converge from any of {len(runs)} starts in "
-                      f"max_iter={max_iter} iterations; the best iterate is kept "
-                      "(converged=False)", ConvergenceWarning, stacklevel=3)
+    theta, runs, converged = type2_ml(
+        problem, lambda theta, F0: _lml_and_grad(theta, X, codes, C, F0), restarts, max_iter,
+        rng, stacklevel=5)  # user -> fit -> fit_evidence -> fit_evidence_multiclass -> here
     d, n = problem.n_features, codes.size
     ls, sf = np.exp(theta[:d]), float(np.exp(theta[d]))
     K = se_ard_covariance(X, None, ls, sf)

@@ -30,6 +30,7 @@ from scipy.special import expit, softmax
 
 from sparsebayes.models import GammaPrior, NumericalWarning
 
+from .numerics import check_positive_int
 from .predictive import check_new_inputs
 from .results import basis_from_posterior
 
@@ -134,8 +135,7 @@ def add_prior_predictive(post: xr.DataTree, draws: int = 500, seed: int | None =
     Raises ``ValueError`` for an improper hyperprior (Tipping's flat ``a = b = c = d = 0``,
     the evidence methods' default): it has no draws."""
     kind = _check_post(post, rvm_only=True)
-    if not isinstance(draws, int | np.integer) or draws < 1:
-        raise ValueError(f"draws must be a positive integer, got {draws!r}")
+    draws = check_positive_int("draws", draws)
     prior = GammaPrior.from_json(post.attrs.get("prior", GammaPrior().to_json()))
     fixed_noise = kind == "classification" or bool(post.attrs.get("noise_fixed", 0))
     needed = "ab" if fixed_noise else "abcd"
@@ -167,8 +167,8 @@ def add_prior_predictive(post: xr.DataTree, draws: int = 500, seed: int | None =
             stacklevel=2)
     coords = {"chain": [0], "draw": np.arange(draws)}
     dims = {name: pos[name].dims for name in ("alpha", "z", "w")}
-    own = {name: v for name, v in (("alpha", np.exp(log_alpha)), ("z", z), ("w", w))}
-    data = {name: (dims[name], own[name][:, :, columns]) for name in own}
+    own = {"alpha": np.exp(log_alpha), "z": z, "w": w}
+    data = {name: (dims[name], v[:, :, columns]) for name, v in own.items()}
     if kind == "regression":
         data["beta"] = (("chain", "draw"), beta)
         data["noise_sd"] = (("chain", "draw"), 1.0 / np.sqrt(beta))

@@ -25,7 +25,7 @@ import numpy as np
 from .basis import Basis
 from .kernels import GaussianKernel, as_kernel
 from .priors import GammaPrior, unit_scale_prior
-from .problems import check_centres, check_inputs
+from .problems import check_centres, check_inputs, make_basis
 
 __all__ = ["RVMLatent"]
 
@@ -61,12 +61,6 @@ class RVMLatent:
         self.basis: Basis | None = None
         self.name: str | None = None
         self._w = None
-
-    def _basis_for(self, X: np.ndarray) -> Basis:
-        centres = check_centres(self.centres, X)
-        if centres is None:
-            return Basis(self.kernel, X, self.bias, self.extra_columns)
-        return Basis(self.kernel, centres, self.bias, self.extra_columns, dictionary=True)
 
     def _design(self, name: str, X: np.ndarray, X_data=None):
         """``Phi(X)`` in the graph from the user's ``pm.Data`` ``X_data`` or a new
@@ -106,7 +100,8 @@ class RVMLatent:
                             "sets the basis), got a symbolic expression")
         X = check_inputs(X, name="X")
         model = pm.modelcontext(None)
-        self.basis = self._basis_for(X)
+        self.basis = make_basis(self.kernel, X, check_centres(self.centres, X), self.bias,
+                                self.extra_columns)
         prior = self.hyperprior or unit_scale_prior(self.basis.mean_square(X))
         basis_dim = f"{name}_basis"
         model.add_coord(basis_dim, np.asarray(self.basis.labels, dtype=str))

@@ -98,6 +98,9 @@ def default_sampling_prior(problem) -> GammaPrior:
     mean(Phi^2) / var(t)``, i.e. a weight prior sd down to 1e-3 of the size of a weight that
     alone explains ``t`` (irrelevant weights are shrunk to nothing, so sparsity is allowed);
     and ``d = 1e-6 var(t)``, a noise sd down to 1e-3 sd(t) (the evidence method's floor).
+    Without the rates the posterior of an irrelevant ``alpha_i`` is flat out to infinity
+    (improper); with them it is a plateau of a few units of ``log alpha`` that NUTS and ADVI
+    handle well.
     The shape bounds the other end: below the rate the prior of ``log alpha`` decays like
     ``exp(a log alpha)``, so it spans about ``1 / a`` nats. With ``a = 0.01`` that was 100
     nats: ``alpha`` underflowed to 0 in 6% of prior draws on sinc (M = 101), giving infinite
@@ -106,9 +109,6 @@ def default_sampling_prior(problem) -> GammaPrior:
     predictive is still astronomically wide (median sd ~1e18 sd(t)): this prior says nothing
     about the scale of ``f``, by design. For a prior predictive check use
     :func:`weakly_informative_prior`.
-    Without the rates the posterior of an irrelevant ``alpha_i`` is flat out to infinity
-    (improper); with them it is a plateau of a few units of ``log alpha`` that NUTS and ADVI
-    handle well.
 
     Classification (``c``, ``d`` unused): ``a = 2``, ``b = a / alpha_unit`` with
     ``alpha_unit = mean(Phi^2)`` (logits have unit scale), so ``E[alpha] = alpha_unit`` and

@@ -198,11 +198,18 @@ def check_labels(y, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return y, classes, codes.astype(np.int64)
 
 
+def make_basis(kernel, X, centres: np.ndarray | None, bias: bool, extra: Sequence[str]
+               ) -> Basis:
+    """A kernel at every row of ``X`` (``centres=None``, the classic RVM) or at each checked
+    dictionary centre (``check_centres``), with the bias and extra columns."""
+    if centres is None:
+        return Basis(kernel, X, bias, tuple(extra))
+    return Basis(kernel, centres, bias, tuple(extra), dictionary=True)
+
+
 def _basis(problem) -> Basis:
-    if problem.centres is None:
-        return Basis(problem.kernel, problem.X, problem.bias, problem.extra_columns)
-    return Basis(problem.kernel, problem.centres, problem.bias, problem.extra_columns,
-                 dictionary=True)
+    return make_basis(problem.kernel, problem.X, problem.centres, problem.bias,
+                      problem.extra_columns)
 
 
 @dataclass(frozen=True, eq=False)

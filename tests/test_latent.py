@@ -103,6 +103,12 @@ def test_student_t_likelihood_resists_outliers_and_conditional_predicts():
     assert rmse_t < rmse_g, (rmse_t, rmse_g)
 
 
+def _f_at(model, point: dict) -> np.ndarray:
+    """The deterministic ``f`` of ``model`` at the value variables in ``point``."""
+    (f_of_values,) = model.replace_rvs_by_values([model["f"]])
+    return pm.pytensorf.compile(model.value_vars, f_of_values)(*point.values())
+
+
 def test_set_data_moves_the_latent_function_and_callables_use_data():
     """pm.set_data on {name}_X gives f at the new inputs (= NumPy's Phi(X_new) w); a Python
     callable kernel enters as precomputed {name}_Phi."""
@@ -116,15 +122,13 @@ def test_set_data_moves_the_latent_function_and_callables_use_data():
     w = point["f_z"] / np.sqrt(np.exp(point["f_alpha_log__"]))
     with model:
         pm.set_data({"f_X": X_new})
-    (f_of_values,) = model.replace_rvs_by_values([model["f"]])
-    f = pm.pytensorf.compile(model.value_vars, f_of_values)(*point.values())
+    f = _f_at(model, point)
     np.testing.assert_allclose(f, rvm.basis.design(X_new) @ w, rtol=1e-10)
     with pm.Model() as mine:  # the user's own pm.Data, as with pm.gp.HSGP
         X_data = pm.Data("inputs", X)
         RVMLatent(GaussianKernel(1.0), prior=PRIOR).prior("f", X_data)
         pm.set_data({"inputs": X_new})
-    (f_of_values,) = mine.replace_rvs_by_values([mine["f"]])
-    f = pm.pytensorf.compile(mine.value_vars, f_of_values)(*point.values())
+    f = _f_at(mine, point)
     np.testing.assert_allclose(f, rvm.basis.design(X_new) @ w, rtol=1e-10)
     own = RVMLatent(CallableKernel(lambda A, C: np.exp(-((A[:, None, :] - C[None]) ** 2)
                                                        .sum(-1))), prior=PRIOR)
