@@ -18,7 +18,7 @@ import arviz_base as azb
 import numpy as np
 import xarray as xr
 from scipy import linalg, optimize
-from scipy.special import expit, log_expit, softmax
+from scipy.special import expit, log_expit, log_softmax, softmax
 
 from sparsebayes.models import ConvergenceWarning, GPClassification
 from sparsebayes.models.gp import se_ard_covariance
@@ -266,27 +266,27 @@ def class_replicates(post: xr.DataTree, X_new: np.ndarray | None, rng: np.random
     (GPML Alg. 3.2, marginal per input) or, for NUTS, each draw's ``f* | f, theta``."""
     ds = post["posterior"]
     shape = (ds.sizes["chain"], ds.sizes["draw"])
-    if "class" in ds["f"].dims:  # K > 2: softmax of the K latents (GPML eq. 3.34)
+    multiclass = "class" in ds["f"].dims
+    if X_new is None:  # the stored draws of f
+        f = ds["f"].values
+        p = softmax(f, axis=-1) if multiclass else expit(f)
+    elif post.attrs["method"] == "nuts":  # each draw's f* | f, theta
+        p = nuts_probability_draws(post, X_new, max_draws=shape[0] * shape[1])
+        p = p.reshape(*shape, *p.shape[1:])
+    elif multiclass:  # GPML Alg. 3.4's latent Gaussian, marginal per input
         from .gp_multiclass import latent_moments_multiclass
 
-        if X_new is None:
-            P = softmax(ds["f"].values, axis=-1)
-        else:
-            mean, cov = latent_moments_multiclass(post, X_new)
-            vals, vecs = np.linalg.eigh(cov)
-            root = vecs * np.sqrt(np.clip(vals, 0.0, None))[:, None, :]
-            f = mean + np.einsum("mab,cdmb->cdma", root,
-                                 rng.standard_normal((*shape, *mean.shape)))
-            P = softmax(f, axis=-1)
-        u = rng.random(P.shape[:-1])[..., None]
-        return np.minimum((np.cumsum(P, axis=-1) < u).sum(axis=-1), P.shape[-1] - 1)
-    if X_new is None:
-        p = expit(ds["f"].values)
-    elif post.attrs["method"] == "nuts":
-        p = nuts_probability_draws(post, X_new, max_draws=shape[0] * shape[1]).reshape(*shape, -1)
+        mean, cov = latent_moments_multiclass(post, X_new)
+        vals, vecs = np.linalg.eigh(cov)
+        root = vecs * np.sqrt(np.clip(vals, 0.0, None))[:, None, :]
+        p = softmax(mean + np.einsum("mab,cdmb->cdma", root,
+                                     rng.standard_normal((*shape, *mean.shape))), axis=-1)
     else:
         mean, var = latent_moments(post, X_new)
         p = expit(mean + np.sqrt(var) * rng.standard_normal((*shape, mean.size)))
+    if multiclass:  # a class code from the softmax (GPML eq. 3.34)
+        u = rng.random(p.shape[:-1])[..., None]
+        return np.minimum((np.cumsum(p, axis=-1) < u).sum(axis=-1), p.shape[-1] - 1)
     return (rng.random(p.shape) < p).astype(np.int64)
 
 
@@ -340,16 +340,14 @@ def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int =
              tune: int = 500, chains: int = 2, target_accept: float = 0.9,
              warn: bool = True) -> xr.DataTree:
     """Joint posterior of the SE-ARD hyperparameters and the latent ``f`` by NUTS (nutpie) on
-    a ``pm.gp.Latent`` prior (non-centred) with a Bernoulli-logit likelihood. Priors (inputs
-    centred): ``length_scale_d ~ LogNormal(ln sd(x_d), 1)`` as for GP regression, and
-    ``signal_sd ~ HalfNormal(2)`` (a logit sd of 2 spans probabilities 0.02-0.98)."""
+    a ``pm.gp.Latent`` prior (non-centred) with a Bernoulli-logit likelihood; for K > 2
+    classes K latent GPs sharing the covariance (``n_outputs=K``) and the softmax likelihood
+    (GPML §3.5, eq. 3.34), the model of :func:`.gp_multiclass.fit_evidence_multiclass`.
+    Priors (inputs centred): ``length_scale_d ~ LogNormal(ln sd(x_d), 1)`` as for GP
+    regression, and ``signal_sd ~ HalfNormal(2)`` (a logit sd of 2 spans probabilities
+    0.02-0.98). ``f`` has dims (obs) for two classes, (obs, class) for more."""
     if not isinstance(problem, GPClassification):
         raise TypeError(f"expected a GPClassification, got {type(problem).__name__}")
-    if problem.n_classes > 2:
-        raise NotImplementedError(
-            f"fit(GPClassification, 'nuts') is binary; y has {problem.n_classes} classes: use "
-            "fit(..., 'evidence') (softmax Laplace, GPML Algorithm 3.3) or "
-            "fit(RVMClassification(...), 'nuts')")
     import pymc as pm
 
     from . import pymc_fit
@@ -357,31 +355,41 @@ def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int =
     draws = pymc_fit._positive_int("draws", draws)
     chains = pymc_fit._positive_int("chains", chains)
     X, t = problem.X - problem.X.mean(axis=0), problem.t.astype(int)
-    d = problem.n_features
+    d, n_classes = problem.n_features, problem.n_classes
     _, _, _, log_scale = _layout(problem)
     with pm.Model() as model:
         ls = pm.LogNormal("length_scale", mu=log_scale[:d], sigma=1.0, shape=d)
         sf = pm.HalfNormal("signal_sd", sigma=2.0)
         gp = pm.gp.Latent(cov_func=sf**2 * pm.gp.cov.ExpQuad(d, ls=ls))
-        f = gp.prior("f", X=X)
-        pm.Bernoulli("t", logit_p=f, observed=t)
+        if n_classes == 2:
+            pm.Bernoulli("t", logit_p=gp.prior("f", X=X), observed=t)
+        else:  # f: (class, obs)
+            pm.Categorical("t", logit_p=gp.prior("f", X=X, n_outputs=n_classes).T,
+                           observed=t)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
     with one_blas_thread():
         post_ds, stats, t_compile, t_sample = pymc_fit._run_sampler(
             model, "nutpie", draws=draws, tune=tune, chains=chains, cores=min(chains, 2),
             seed=seed_int, target_accept=float(target_accept),
-            key=("gp_classification", *X.shape))
-    fs = post_ds["f"].values
+            key=("gp_classification", n_classes, *X.shape))
     n = t.size
+    coords = {"feature": np.arange(d), "obs": np.arange(n)}
+    if n_classes == 2:
+        fs = post_ds["f"].values
+        loglik, f_dims = log_expit((2 * t - 1) * fs), ["obs"]
+    else:
+        fs = np.swapaxes(post_ds["f"].values, 2, 3)  # (chain, draw, obs, class)
+        loglik, f_dims = log_softmax(fs, axis=3)[:, :, np.arange(n), t], ["obs", "class"]
+        coords["class"] = np.asarray(problem.classes).astype(str)
     dt = azb.from_dict(
         {"posterior": {"length_scale": post_ds["length_scale"].values,
                        "signal_sd": post_ds["signal_sd"].values, "f": fs},
-         "log_likelihood": {"t": log_expit((2 * t - 1) * fs)},
+         "log_likelihood": {"t": loglik},
          "sample_stats": stats,
          "observed_data": {"t": problem.t},
          "constant_data": {"X": problem.X}},
-        coords={"feature": np.arange(d), "obs": np.arange(n)},
-        dims={"length_scale": ["feature"], "f": ["obs"], "t": ["obs"],
+        coords=coords,
+        dims={"length_scale": ["feature"], "f": f_dims, "t": ["obs"],
               "X": ["obs", "feature"]})
     dt.attrs.update({
         "problem_kind": "gp_classification", "classes": _classes_json(problem.classes),
@@ -398,20 +406,30 @@ def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int =
 
 def predict_nuts(post: xr.DataTree, X_new, max_draws: int = 200) -> ClassPredictive:
     """Class probabilities averaged over posterior draws: per draw, ``f* | f, theta`` is
-    Gaussian (GPML eqs. 3.21-3.24 with K^-1 f in place of the Laplace mean), its
-    ``E[sigma(f*)]`` by eq. 3.25 quadrature, then the mean over draws (the per-draw values,
-    whose sd is the posterior spread of p, come from :func:`nuts_probability_draws`)."""
+    Gaussian (GPML eqs. 3.21-3.24 with K^-1 f in place of the Laplace mean; for K > 2 one
+    such Gaussian per class, independent given ``theta``), its ``E[sigma(f*)]`` by eq. 3.25
+    quadrature (K > 2: the averaged softmax, Algorithm 3.4 lines 12-16), then the mean over
+    draws (the per-draw values, whose sd is the posterior spread of p, come from
+    :func:`nuts_probability_draws`)."""
     import json
 
-    p1 = np.clip(nuts_probability_draws(post, X_new, max_draws).mean(axis=0), 1e-300,
-                 1 - 1e-16)
+    p = nuts_probability_draws(post, X_new, max_draws).mean(axis=0)
     classes = np.asarray(json.loads(post.attrs["classes"]))
+    if p.ndim == 2:
+        p = np.clip(p, 1e-300, None)
+        return ClassPredictive(log_proba=np.log(p / p.sum(axis=1, keepdims=True)),
+                               classes=classes, kind="nuts")
+    p1 = np.clip(p, 1e-300, 1 - 1e-16)
     log_proba = np.stack([np.log1p(-p1), np.log(p1)], axis=1)
     return ClassPredictive(log_proba=log_proba, classes=classes, kind="nuts")
 
 
 def nuts_probability_draws(post: xr.DataTree, X_new, max_draws: int = 200) -> np.ndarray:
-    """Per-draw ``E[sigma(f*) | f, theta]`` at ``X_new``, shape (draws, n_new)."""
+    """Per-draw ``E[p(y* = 1) | f, theta]`` at ``X_new``, shape (draws, n_new); for K > 2
+    classes the per-draw averaged softmax, (draws, n_new, K), from 256 quasi-Monte Carlo
+    points per draw (the average over draws then has far more)."""
+    from .gp_multiclass import averaged_softmax
+
     X_new = check_new_inputs(post, X_new)
     X = post["constant_data"]["X"].values
     centre = X.mean(axis=0)
@@ -419,7 +437,7 @@ def nuts_probability_draws(post: xr.DataTree, X_new, max_draws: int = 200) -> np
     ds = post["posterior"]
     ls = ds["length_scale"].values.reshape(-1, X.shape[1])
     sf = ds["signal_sd"].values.reshape(-1)
-    f = ds["f"].values.reshape(-1, X.shape[0])
+    f = ds["f"].values.reshape(ls.shape[0], X.shape[0], -1)  # (draws, obs, 1 or K)
     keep = np.linspace(0, ls.shape[0] - 1, min(max_draws, ls.shape[0])).astype(int)
     out = []
     for s in keep:
@@ -429,5 +447,9 @@ def nuts_probability_draws(post: xr.DataTree, X_new, max_draws: int = 200) -> np
         mean = Ks.T @ linalg.cho_solve(c, f[s])
         v = linalg.solve_triangular(c[0], Ks, lower=True)
         var = np.maximum(sf[s] ** 2 - np.einsum("ij,ij->j", v, v), 0.0)
-        out.append(averaged_probability(mean, var))
+        if f.shape[2] == 1:
+            out.append(averaged_probability(mean[:, 0], var))
+        else:
+            cov = var[:, None, None] * np.eye(f.shape[2])
+            out.append(averaged_softmax(mean, cov, samples=256, seed=int(s)))
     return np.array(out)

@@ -220,8 +220,6 @@ def test_layout_loo_and_bad_input():
     np.testing.assert_allclose(pred.proba.sum(1), 1.0)
     assert np.mean(pred.label == labels) > 0.7
     assert GPClassification(X, labels).n_classes == 3
-    with pytest.raises(NotImplementedError, match="evidence"):
-        fit(GPClassification(X, labels), "nuts")
     with pytest.raises(ValueError, match="y contains NaN"):
         GPClassification(X, np.where(codes == 1, np.nan, codes))
     with pytest.raises(ValueError, match="mismatched lengths"):
@@ -285,3 +283,56 @@ def test_averaged_probabilities_that_contradict_the_latent_mean_warn():
         p = predict(post, Xte).proba
     plugin = predict(post, Xte, kind="plugin").proba
     assert np.mean(p.argmax(1) != yte) > 0.5 > 0.1 > np.mean(plugin.argmax(1) != yte)
+
+
+@pytest.mark.slow
+def test_nuts_multiclass_agrees_with_laplace_and_its_predictive_with_direct_conditioning():
+    """K = 3 latent GPs sharing one SE-ARD covariance (pm.gp.Latent, n_outputs=3) with the
+    softmax likelihood (GPML eq. 3.34) by NUTS vs the softmax Laplace type-II ML fit on 60
+    points. Measured: 0 divergences, R-hat 1.007, probabilities within 2 posterior sds of
+    the Laplace ones at every test point (max difference 0.15), same test error (5/30).
+    The predictive is checked against plain Monte Carlo from each draw's f* | f, theta
+    computed by dense conditioning of the joint Gaussian (GPML eqs. 2.19/3.21)."""
+    import arviz as az
+    from scipy.special import log_softmax
+
+    from sparsebayes.inference import add_predictions
+    from sparsebayes.inference.gp_classification import nuts_probability_draws
+
+    X, codes = _problem(90, seed=11)
+    Xtr, ytr, Xte = X[:60], codes[:60], X[60:]
+    problem = GPClassification(Xtr, ytr)
+    post = fit(problem, "nuts", seed=1, draws=500, tune=500, warn=False)
+    assert post["posterior"]["f"].dims == ("chain", "draw", "obs", "class")
+    assert post.attrs["n_divergent"] <= 2
+    assert post.attrs["max_rhat"] < 1.01
+    f = post["posterior"]["f"].values
+    np.testing.assert_allclose(post["log_likelihood"]["t"].values,
+                               log_softmax(f, axis=3)[:, :, np.arange(60), ytr], atol=1e-12)
+    assert np.isfinite(az.loo(post).elpd)
+    p_nuts = predict(post, Xte).proba
+    p_lap = predict(fit(problem, "evidence", seed=1), Xte).proba
+    sd = nuts_probability_draws(post, Xte).std(axis=0)
+    assert np.mean(np.abs(p_nuts - p_lap) <= 2 * sd + 1e-3) >= 0.9
+
+    # each draw's predictive by dense conditioning of [f; f*] and plain Monte Carlo
+    rng = np.random.default_rng(0)
+    ls = post["posterior"]["length_scale"].values.reshape(-1, 2)
+    sf = post["posterior"]["signal_sd"].values.reshape(-1)
+    fs = f.reshape(-1, 60, 3)
+    centre = Xtr.mean(0)
+    Z = np.vstack([Xtr, Xte[:5]]) - centre
+    draws = np.arange(0, fs.shape[0], 50)
+    ref = np.zeros((5, 3))
+    for s in draws:
+        J = se_ard_covariance(Z, None, ls[s], sf[s]) + 1e-6 * np.eye(65)
+        A = np.linalg.solve(J[:60, :60], J[:60, 60:])
+        mean, var = A.T @ fs[s], np.diag(J[60:, 60:] - J[60:, :60] @ A) - 1e-6
+        star = mean + np.sqrt(var)[:, None] * rng.standard_normal((20000, 5, 3))
+        ref += softmax(star, axis=2).mean(0)
+    ours = nuts_probability_draws(post, Xte[:5], max_draws=fs.shape[0])[draws].mean(0)
+    np.testing.assert_allclose(ours, ref / draws.size, atol=5e-3)
+    # class replicates at new inputs follow the same probabilities
+    rep = add_predictions(post, Xte, seed=2)["predictions"]["t"].values.reshape(-1, 30)
+    freq = np.stack([(rep == c).mean(0) for c in range(3)], axis=1)
+    assert np.abs(freq - p_nuts).max() < 0.1
