@@ -135,6 +135,22 @@ def _design(basis, problem, Phi_np, in_graph: bool):
     return pm.Data("Phi", np.ascontiguousarray(Phi_np), dims=("obs", "basis"))
 
 
+def _on_whole_basis(w, Phi):
+    """``w`` with a run-time check that it holds a weight for every column of ``Phi``. A
+    pruned result (the evidence methods keep only the relevance vectors) given to
+    ``pm.sample_posterior_predictive`` would otherwise fail deep in a matrix product; this
+    says what to do instead (issue 13: the PyMC route equals ``predict()`` or refuses)."""
+    import pytensor.tensor as pt
+    from pytensor.raise_op import Assert
+
+    message = ("the posterior holds fewer weights than the model's basis has columns: an "
+               "evidence result keeps only its relevance vectors. Put it on the whole basis "
+               "with pm.sample_posterior_predictive(sparsebayes.inference.pymc_trace(post, "
+               "problem), model=problem.pymc_model()), or use sparsebayes.inference.predict")
+    basis_axis = -w.type.ndim  # PyMC may prepend draw dimensions when it vectorises
+    return Assert(message)(w, pt.eq(w.shape[basis_axis], Phi.shape[-1]))
+
+
 def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | None = None,
                      form: str = "auto"):
     """``pm.Model`` of RVM regression (see the module docstring).
@@ -196,8 +212,8 @@ def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | No
         else:
             z = pm.Normal("z", 0.0, 1.0, dims="basis")
             w = pm.Deterministic("w", z / pt.sqrt(alpha), dims="basis")
-            pm.Normal("t", mu=Phi @ w, sigma=1.0 / pt.sqrt(beta), observed=t_obs, dims="obs",
-                      shape=Phi.shape[0])
+            pm.Normal("t", mu=Phi @ _on_whole_basis(w, Phi), sigma=1.0 / pt.sqrt(beta),
+                      observed=t_obs, dims="obs", shape=Phi.shape[0])
     model.rvm_info = {"kind": "regression", "collapsed": collapsed, "form": form,
                       "prior": prior, "fixed_noise": fixed_noise}
     return model
@@ -249,7 +265,7 @@ def classification_model(problem, *, prior: GammaPrior | None = None,
             alpha = pm.Gamma("alpha", alpha=a, beta=b, dims=wdims)
             z = pm.Normal("z", 0.0, 1.0, dims=wdims)
             w = pm.Deterministic("w", z / pt.sqrt(alpha), dims=wdims)
-        f = Phi @ w
+        f = Phi @ _on_whole_basis(w, Phi)
         if softmax:
             pm.Categorical("t", logit_p=f, observed=t_obs, dims="obs", shape=Phi.shape[0])
         else:

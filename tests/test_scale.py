@@ -220,3 +220,31 @@ def test_memory_guard_for_classification(monkeypatch):
     monkeypatch.setattr(st, "available_memory", lambda: 10_000)
     with pytest.raises(MemoryError, match=r"100 x 101 classification design.*centres=M"):
         fit(RVMClassification(X, y, GaussianKernel(0.5)), "evidence")
+
+
+@pytest.mark.slow
+def test_collapsed_nuts_on_a_dictionary_agrees_with_its_evidence_solution():
+    """The same dictionary model (30 k-means centres of 400 points) by the evidence (T01
+    eq. 15 on the sufficient statistics) and by NUTS on the collapsed model (w integrated
+    out, PhiTPhi precomputed: cost per gradient O(M^3), not O(N)): the evidence predictive
+    means lie within the NUTS posterior sd of f at >= 90% of test inputs (measured: all),
+    the noise sds agree to 10%, and NUTS converged."""
+    import warnings
+
+    X, t = _data(400, d=2, seed=7)
+    problem = RVMRegression(X, t, GaussianKernel(2.0), centres=30)
+    ev = fit(problem, "evidence", seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nuts = fit(problem, "nuts", seed=0, draws=500, tune=500, chains=2)
+    assert nuts.attrs["n_divergent"] == 0
+    assert nuts.attrs["max_rhat"] < 1.02
+    Xn = np.random.default_rng(8).uniform(-4, 4, (60, 2))
+    Phi = problem.basis.design(Xn)
+    w = nuts["posterior"]["w"].values.reshape(-1, Phi.shape[1])
+    f = w @ Phi.T
+    m_ev = predict(ev, Xn).mean
+    assert np.mean(np.abs(m_ev - f.mean(0)) <= f.std(0)) >= 0.9
+    np.testing.assert_allclose(predict(nuts, Xn).mean, f.mean(0), atol=1e-8)
+    sd_ev = float(ev["posterior"]["noise_sd"].values.flat[0])
+    assert float(nuts["posterior"]["noise_sd"].mean()) == pytest.approx(sd_ev, rel=0.1)
