@@ -22,7 +22,7 @@ from scipy import linalg, optimize
 from sparsebayes.models import ConvergenceWarning, NumericalWarning
 from sparsebayes.models.gp import GPRegression, se_ard_covariance
 
-from .numerics import gaussian_draws, one_blas_thread
+from .numerics import check_positive_int, gaussian_draws, one_blas_thread
 from .predictive import (
     MixturePredictive,
     Predictive,
@@ -258,12 +258,6 @@ def _optimise(problem: GPRegression, *, seed, restarts: int, max_iter: int, back
     return best[0], [r[1:] for r in runs]
 
 
-def _check_positive_int(name, v):
-    if not isinstance(v, int | np.integer) or isinstance(v, bool) or v <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    return int(v)
-
-
 def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
                  sample_stats: dict | None = None) -> xr.DataTree:
     n, d = problem.X.shape
@@ -304,8 +298,8 @@ def fit_evidence(problem: GPRegression, *, seed: int | None = None, restarts: in
     """
     if not isinstance(problem, GPRegression):
         raise TypeError(f"expected a GPRegression, got {type(problem).__name__}")
-    restarts = _check_positive_int("restarts", restarts)
-    max_iter = _check_positive_int("max_iter", max_iter)
+    restarts = check_positive_int("restarts", restarts)
+    max_iter = check_positive_int("max_iter", max_iter)
     if backend not in ("numpy", "pytensor"):
         raise ValueError(f"backend must be 'numpy' or 'pytensor', got {backend!r}")
     start = time.perf_counter()
@@ -355,14 +349,14 @@ def fit_nuts(problem: GPRegression, *, seed: int | None = None, sampler: str = "
 
     if not isinstance(problem, GPRegression):
         raise TypeError(f"expected a GPRegression, got {type(problem).__name__}")
-    draws = pymc_fit._positive_int("draws", draws)
-    chains = pymc_fit._positive_int("chains", chains)
-    tune = pymc_fit._positive_int("tune", tune, allow_zero=True)
+    draws = check_positive_int("draws", draws)
+    chains = check_positive_int("chains", chains)
+    tune = check_positive_int("tune", tune, allow_zero=True)
     if sampler not in pymc_fit.SAMPLERS:
         raise ValueError(f"unknown sampler {sampler!r}; choose one of {pymc_fit.SAMPLERS}")
     if not (isinstance(target_accept, float | int) and 0 < target_accept < 1):
         raise ValueError(f"target_accept must lie in (0, 1), got {target_accept!r}")
-    cores = min(chains, 2) if cores is None else pymc_fit._positive_int("cores", cores)
+    cores = min(chains, 2) if cores is None else check_positive_int("cores", cores)
     free = [k for k in ("length_scale", "signal_sd", "noise_sd") if getattr(problem, k) is None]
     if not free:
         raise ValueError("every hyperparameter is fixed: there is nothing to sample")
@@ -370,7 +364,7 @@ def fit_nuts(problem: GPRegression, *, seed: int | None = None, sampler: str = "
     key = ("gp", *problem.X.shape, *free)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
     with one_blas_thread():
-        post_ds, stats, t_compile, t_sample = pymc_fit._run_sampler(
+        post_ds, stats, t_compile, t_sample = pymc_fit.run_sampler(
             model, sampler, draws=draws, tune=tune, chains=chains, cores=cores,
             seed=seed_int, target_accept=float(target_accept), key=key)
     shape = (chains, draws)

@@ -216,7 +216,7 @@ def fit_evidence(problem: GPClassification, *, seed: int | None = None, restarts
               "X": ["obs", "feature"], "f_mode": ["obs"]})
     dt.attrs.update({
         "problem_kind": "gp_classification",
-        "classes": _classes_json(problem.classes),
+        "classes": classes_json(problem.classes),
         "covariance": "signal_sd^2 exp(-sum_d (x_d - x'_d)^2 / (2 length_scale_d^2))",
         "log_marginal_likelihood": float(log_z),
         "restart_log_marginal_likelihood": np.array([r[1] for r in runs]),
@@ -230,7 +230,7 @@ def fit_evidence(problem: GPClassification, *, seed: int | None = None, restarts
     return dt
 
 
-def _classes_json(classes) -> str:
+def classes_json(classes) -> str:
     import json
 
     return json.dumps(np.asarray(classes).tolist())
@@ -352,8 +352,8 @@ def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int =
 
     from . import pymc_fit
 
-    draws = pymc_fit._positive_int("draws", draws)
-    chains = pymc_fit._positive_int("chains", chains)
+    draws = check_positive_int("draws", draws)
+    chains = check_positive_int("chains", chains)
     X, t = problem.X - problem.X.mean(axis=0), problem.t.astype(int)
     d, n_classes = problem.n_features, problem.n_classes
     _, _, _, log_scale = _layout(problem)
@@ -368,7 +368,7 @@ def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int =
                            observed=t)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
     with one_blas_thread():
-        post_ds, stats, t_compile, t_sample = pymc_fit._run_sampler(
+        post_ds, stats, t_compile, t_sample = pymc_fit.run_sampler(
             model, "nutpie", draws=draws, tune=tune, chains=chains, cores=min(chains, 2),
             seed=seed_int, target_accept=float(target_accept),
             key=("gp_classification", n_classes, *X.shape))
@@ -392,7 +392,7 @@ def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int =
         dims={"length_scale": ["feature"], "f": f_dims, "t": ["obs"],
               "X": ["obs", "feature"]})
     dt.attrs.update({
-        "problem_kind": "gp_classification", "classes": _classes_json(problem.classes),
+        "problem_kind": "gp_classification", "classes": classes_json(problem.classes),
         "n_relevant": -1, "default_predict_kind": "nuts", "sampler": "nutpie",
         "draws": draws, "tune": tune, "chains": chains, "compile_time": t_compile,
         "sampling_time": t_sample,

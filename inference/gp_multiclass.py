@@ -181,7 +181,7 @@ def fit_evidence_multiclass(problem: GPClassification, *, seed: int | None = Non
     hyperparameters and ``draws`` draws of the latent ``f`` (obs, class) from the Laplace
     Gaussian ``N(f_hat, (K^-1 + W)^-1)``; their pointwise log softmax likelihoods fill
     ``log_likelihood`` (so ``az.loo`` works)."""
-    from .gp_classification import _classes_json, type2_ml
+    from .gp_classification import classes_json, type2_ml
 
     restarts = check_positive_int("restarts", restarts)
     max_iter = check_positive_int("max_iter", max_iter)
@@ -211,7 +211,7 @@ def fit_evidence_multiclass(problem: GPClassification, *, seed: int | None = Non
               "X": ["obs", "feature"], "f_mode": ["obs", "class"]})
     dt.attrs.update({
         "problem_kind": "gp_classification",
-        "classes": _classes_json(problem.classes),
+        "classes": classes_json(problem.classes),
         "likelihood": "softmax of K latent GPs sharing one covariance (GPML §3.5)",
         "covariance": "signal_sd^2 exp(-sum_d (x_d - x'_d)^2 / (2 length_scale_d^2))",
         "log_marginal_likelihood": float(log_z),

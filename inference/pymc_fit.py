@@ -27,7 +27,7 @@ from sparsebayes.models.pymc_models import (
 )
 
 from .laplace import likelihood_for
-from .numerics import one_blas_thread
+from .numerics import check_positive_int, one_blas_thread
 from .results import gaussian_log_likelihood, make_datatree
 
 __all__ = [
@@ -58,14 +58,6 @@ _COMPILED: dict = {}  # nutpie models, reused for data of the same shapes
 # --------------------------------------------------------------------------------------------
 # Validation and cost
 # --------------------------------------------------------------------------------------------
-
-
-def _positive_int(name: str, v, allow_zero: bool = False) -> int:
-    ok = isinstance(v, int | np.integer) and not isinstance(v, bool)
-    if not ok or v < 0 or (v == 0 and not allow_zero):
-        raise ValueError(f"{name} must be a {'non-negative' if allow_zero else 'positive'} "
-                         f"integer, got {v!r}")
-    return int(v)
 
 
 def mcmc_cost(N: int, M: int, n_params: int, draws: int, tune: int, chains: int, *,
@@ -286,7 +278,7 @@ def _data_names(model) -> list[str]:
     return [v.name for v in model.data_vars]
 
 
-def _run_sampler(model, sampler, *, draws, tune, chains, cores, seed, target_accept, key,
+def run_sampler(model, sampler, *, draws, tune, chains, cores, seed, target_accept, key,
                  adaptation="diag"):
     """Sample and return (posterior Dataset, normalised stats, compile s, sampling s)."""
     import pymc as pm
@@ -391,14 +383,14 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
         raise ValueError(f"adaptation must be 'diag' or 'low_rank', got {adaptation!r}")
     if sampler not in SAMPLERS:
         raise ValueError(f"unknown sampler {sampler!r}; choose one of {SAMPLERS}")
-    draws = _positive_int("draws", draws)
-    chains = _positive_int("chains", chains)
-    tune = _positive_int("tune", tune, allow_zero=True)
+    draws = check_positive_int("draws", draws)
+    chains = check_positive_int("chains", chains)
+    tune = check_positive_int("tune", tune, allow_zero=True)
     if target_accept is None:
         target_accept = 0.9 if problem.kind == "regression" else 0.95
     if not (isinstance(target_accept, float | int) and 0 < target_accept < 1):
         raise ValueError(f"target_accept must lie in (0, 1), got {target_accept!r}")
-    cores = min(chains, 2) if cores is None else _positive_int("cores", cores)
+    cores = min(chains, 2) if cores is None else check_positive_int("cores", cores)
     if collapsed is None:
         collapsed = True
     prior = _check_prior(problem, prior, "NUTS")
@@ -421,7 +413,7 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
            getattr(problem, "noise_sd", None) is not None, N, M, K)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
     with one_blas_thread():
-        post_ds, stats, t_compile, t_sample = _run_sampler(
+        post_ds, stats, t_compile, t_sample = run_sampler(
             model, sampler, draws=draws, tune=tune, chains=chains, cores=cores,
             seed=seed_int, target_accept=float(target_accept), key=key,
             adaptation=adaptation)
@@ -500,10 +492,10 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
             chains, prior, likelihood, collapsed) -> xr.DataTree:
     import pymc as pm
 
-    draws = _positive_int("draws", draws)
-    chains = _positive_int("chains", chains)
-    max_iter = _positive_int("max_iter", max_iter)
-    window = _positive_int("window", window)
+    draws = check_positive_int("draws", draws)
+    chains = check_positive_int("chains", chains)
+    max_iter = check_positive_int("max_iter", max_iter)
+    window = check_positive_int("window", window)
     if not tol > 0:
         raise ValueError(f"tol must be > 0, got {tol!r}")
     if not learning_rate > 0:
