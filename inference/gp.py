@@ -11,6 +11,7 @@ gives the same values and gradients but is slower (compile time; see
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 
@@ -29,6 +30,7 @@ from .predictive import (
     check_new_inputs,
     draw_index,
 )
+from .results import gaussian_log_likelihood, lazy_array
 
 __all__ = [
     "log_marginal_likelihood",
@@ -45,6 +47,7 @@ LS_BOUNDS = (1e-3, 1e5)
 SIGNAL_BOUNDS = (1e-3, 1e3)
 NOISE_BOUNDS = (1e-4, 1e2)
 FTOL, GTOL = 1e-12, 1e-6  # L-BFGS-B stopping: scipy's defaults stop ~1e-5 short in lml
+POINT_DRAWS = 1000  # latent draws behind the log_likelihood of point hyperparameters
 FAILED = 1e20  # objective value where the covariance is not numerically positive definite
 
 
@@ -109,33 +112,57 @@ def gp_moments(X, t, X_new, length_scale, signal_sd: float, noise_sd: float
     return mean, np.maximum(var, noise_sd**2)
 
 
+def latent_draws(X, t, X_new, length_scale, signal_sd, noise_sd, per: int,
+                 rng: np.random.Generator) -> np.ndarray:
+    """``per`` joint draws of the latent ``f`` at ``X_new`` for each hyperparameter draw
+    ``s`` (``length_scale`` (S, d), ``signal_sd`` and ``noise_sd`` (S,)), shape (S, per, m):
+    ``f ~ N(K*^T (K + s^2 I)^-1 t, K** - K*^T (K + s^2 I)^-1 K*)`` (R&W eqs. 2.23-2.24)."""
+    out = np.empty((length_scale.shape[0], per, X_new.shape[0]))
+    for s in range(length_scale.shape[0]):
+        K = se_ard_covariance(X, None, length_scale[s], signal_sd[s])
+        K[np.diag_indices_from(K)] += noise_sd[s] ** 2
+        L = linalg.cholesky(K, lower=True, check_finite=False)
+        Ks = se_ard_covariance(X, X_new, length_scale[s], signal_sd[s])
+        V = linalg.solve_triangular(L, Ks, lower=True, check_finite=False)
+        mean = Ks.T @ linalg.cho_solve((L, True), t, check_finite=False)
+        cov = se_ard_covariance(X_new, None, length_scale[s], signal_sd[s]) - V.T @ V
+        out[s] = gaussian_draws(mean, cov, per, rng)
+    return out
+
+
+def _hyperparameter_draws(post: xr.DataTree):
+    """(length_scale (S, d), signal_sd (S,), noise_sd (S,)) of a GP regression result."""
+    ds = post["posterior"]
+    d = post["constant_data"]["X"].shape[1]
+    return (ds["length_scale"].values.reshape(-1, d), ds["signal_sd"].values.reshape(-1),
+            ds["noise_sd"].values.reshape(-1))
+
+
 def target_replicates(post: xr.DataTree, X_new: np.ndarray, rng: np.random.Generator,
                       draws: int = 1000) -> np.ndarray:
     """One joint draw of the noisy targets at ``X_new`` per hyperparameter draw, (chain, draw,
-    n): ``f ~ N(K*^T (K + s^2 I)^-1 t, K** - K*^T (K + s^2 I)^-1 K*)`` (R&W eqs. 2.23-2.24)
-    plus noise. Point hyperparameters (type-II ML) give ``draws`` replicates in one chain."""
+    n): :func:`latent_draws` plus noise. Point hyperparameters (type-II ML) give ``draws``
+    replicates in one chain."""
     X = post["constant_data"]["X"].values
     t = post["observed_data"]["t"].values
-    ds = post["posterior"]
-    chains, n_draws = ds.sizes["chain"], ds.sizes["draw"]
-    ls = ds["length_scale"].values.reshape(-1, X.shape[1])
-    sf = ds["signal_sd"].values.reshape(-1)
-    sn = ds["noise_sd"].values.reshape(-1)
+    ls, sf, sn = _hyperparameter_draws(post)
     per = draws if ls.shape[0] == 1 else 1
-    out = np.empty((ls.shape[0], per, X_new.shape[0]))
-    for s in range(ls.shape[0]):
-        K = se_ard_covariance(X, None, ls[s], sf[s])
-        K[np.diag_indices_from(K)] += sn[s] ** 2
-        L = linalg.cholesky(K, lower=True, check_finite=False)
-        Ks = se_ard_covariance(X, X_new, ls[s], sf[s])
-        V = linalg.solve_triangular(L, Ks, lower=True, check_finite=False)
-        mean = Ks.T @ linalg.cho_solve((L, True), t, check_finite=False)
-        cov = se_ard_covariance(X_new, None, ls[s], sf[s]) - V.T @ V
-        f = gaussian_draws(mean, cov, per, rng)
-        out[s] = f + sn[s] * rng.standard_normal(f.shape)
+    f = latent_draws(X, t, X_new, ls, sf, sn, per, rng)
+    out = f + sn[:, None, None] * rng.standard_normal(f.shape)
     if per > 1:
         return out
-    return out.reshape(chains, n_draws, X_new.shape[0])
+    ds = post["posterior"]
+    return out.reshape(ds.sizes["chain"], ds.sizes["draw"], X_new.shape[0])
+
+
+def _pointwise_log_likelihood(X, t, length_scale, signal_sd, noise_sd, per: int, shape,
+                              seed) -> np.ndarray:
+    """``log N(t_n | f_n, noise_sd^2)`` for draws of the latent ``f`` at the training inputs
+    (:func:`latent_draws`), reshaped to ``shape`` (chain, draw, n). PSIS-LOO on it (``az.loo``)
+    estimates the GP's exact leave-one-out predictive (R&W eqs. 5.10-5.12; tests)."""
+    f = latent_draws(X, t, X, length_scale, signal_sd, noise_sd, per,
+                     np.random.default_rng(seed))
+    return gaussian_log_likelihood(t, f, 1.0 / noise_sd[:, None] ** 2).reshape(shape)
 
 
 # --------------------------------------------------------------------------------------------
@@ -259,7 +286,10 @@ def _optimise(problem: GPRegression, *, seed, restarts: int, max_iter: int, back
 
 
 def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
-                 sample_stats: dict | None = None) -> xr.DataTree:
+                 sample_stats: dict | None = None, seed: int | None = None) -> xr.DataTree:
+    """The result layout; ``log_likelihood`` (computed on first read) holds
+    :func:`_pointwise_log_likelihood` of ``POINT_DRAWS`` latent draws for point
+    hyperparameters, one per hyperparameter draw otherwise."""
     n, d = problem.X.shape
     groups = {
         "posterior": posterior,
@@ -282,6 +312,13 @@ def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
         "default_predict_kind": "gp",
     })
     dt.attrs.update(attrs)
+    ls, sf, sn = _hyperparameter_draws(dt)
+    per = POINT_DRAWS if ls.shape[0] == 1 else 1
+    shape = (1, per, n) if per > 1 else (*dt["posterior"]["signal_sd"].shape, n)
+    loglik = lazy_array(shape, functools.partial(
+        _pointwise_log_likelihood, problem.X, problem.t, ls, sf, sn, per, shape, seed))
+    dt["log_likelihood"] = xr.Dataset({"t": (("chain", "draw", "obs"), loglik)},
+                                      coords={"obs": np.arange(n)})
     return dt
 
 
@@ -336,7 +373,7 @@ def fit_evidence(problem: GPRegression, *, seed: int | None = None, restarts: in
         "optimise_seconds": time.perf_counter() - start,
         "hyperparameters": "point estimates (type-II ML): one chain of one draw",
     }
-    return _gp_datatree(problem, post, attrs)
+    return _gp_datatree(problem, post, attrs, seed=seed)
 
 
 def fit_nuts(problem: GPRegression, *, seed: int | None = None, sampler: str = "nutpie",
@@ -385,7 +422,7 @@ def fit_nuts(problem: GPRegression, *, seed: int | None = None, sampler: str = "
                  "noise_sd ~ HalfNormal(sd(t))",
         "hyperparameters": "full posterior of the hyperparameters by NUTS",
     }
-    dt = _gp_datatree(problem, post, attrs, sample_stats=stats)
+    dt = _gp_datatree(problem, post, attrs, sample_stats=stats, seed=seed)
     diag = pymc_fit.diagnose(dt, tuple(free), warn=warn)
     dt.attrs.update(n_divergent=diag["n_divergent"], max_rhat=diag["max_rhat"],
                     min_ess_bulk=diag["min_ess_bulk"], min_ess_tail=diag["min_ess_tail"],

@@ -36,9 +36,6 @@ from .results import basis_from_posterior
 
 __all__ = ["add_posterior_predictive", "add_predictions", "add_prior_predictive"]
 
-GP_POINT_DRAWS = 1000  # replicates from a GP's point (type-II ML) hyperparameters
-
-
 def _check_post(post, rvm_only: bool = False) -> str:
     if not isinstance(post, xr.DataTree) or "problem_kind" not in post.attrs:
         raise TypeError("post must be a DataTree returned by sparsebayes.inference.fit")
@@ -54,11 +51,11 @@ def _check_post(post, rvm_only: bool = False) -> str:
 def _replicates(post, kind: str, X: np.ndarray, rng: np.random.Generator,
                 training: bool = False) -> np.ndarray:
     """One draw of ``t`` at ``X`` per posterior draw: (chain, draw, n). A GP regression with
-    point hyperparameters gives ``GP_POINT_DRAWS`` draws."""
+    point hyperparameters gives ``gp.POINT_DRAWS`` draws."""
     if kind == "gp":
-        from .gp import target_replicates
+        from .gp import POINT_DRAWS, target_replicates
 
-        return target_replicates(post, X, rng, GP_POINT_DRAWS)
+        return target_replicates(post, X, rng, POINT_DRAWS)
     if kind == "gp_classification":
         from .gp_classification import class_replicates
 
