@@ -76,6 +76,8 @@ def check_centres(centres, X: np.ndarray) -> np.ndarray | None:
             raise ValueError(f"centres={M}: the number of k-means centres must be between 1 "
                              f"and the number of training points ({n})")
         return kmeans_centres(X, M)
+    if np.ndim(centres) == 0:
+        raise TypeError(f"centres must be None, an int or an (M, d) array, got {centres!r}")
     C = check_inputs(centres, name="centres")
     if C.shape[1] != d:
         raise ValueError(f"centres has {C.shape[1]} features but X has {d}")

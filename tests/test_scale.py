@@ -174,8 +174,9 @@ def test_bad_dictionaries_and_dask_inputs():
     for M in (0, -3, 51):
         with pytest.raises(ValueError, match="between 1 and the number of training points"):
             RVMClassification(X, t > 0.2, centres=M)
-    with pytest.raises(TypeError, match="centres must be None, an int"):
-        RVMRegression(X, t, centres=True)
+    for bad in (True, 2.5):
+        with pytest.raises(TypeError, match="centres must be None, an int"):
+            RVMRegression(X, t, centres=bad)
     with pytest.raises(TypeError, match="centres"):
         RVMRegression(X, t, centres=np.array([["a", "b"]]))
     da = pytest.importorskip("dask.array")
