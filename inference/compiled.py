@@ -20,7 +20,7 @@ SMALL = 48  # models up to this many weights use the compiled factorisations (pl
 
 __all__ = ["SMALL", "objective", "flat_alpha", "adjust", "objective_array", "flat_alpha_array",
            "adjust_array", "flat_proposals", "decide", "reestimate_update", "bernoulli_mode",
-           "recompute", "bernoulli_surrogate"]
+           "recompute", "bernoulli_surrogate", "laplace_log_evidence", "weighted_cross"]
 
 
 # ---- one basis (TF03 eqs. 18-21, T01 App. A hyperpriors) ------------------------------------
@@ -248,10 +248,21 @@ def _chol_solve(L, g):
 
 
 @njit(cache=True)
+def laplace_log_evidence(loglik, alpha, theta, L):
+    """The Laplace log evidence (PRML 7.114, T01 §3) ``ln p(t|w*) + 1/2 sum ln alpha -
+    1/2 w*^T A w* - 1/2 ln|H|`` with ``L`` the lower Cholesky factor of ``H``."""
+    v = loglik
+    for k in range(alpha.size):
+        v += 0.5 * math.log(alpha[k]) - 0.5 * alpha[k] * theta[k] * theta[k] - math.log(L[k, k])
+    return v
+
+
+@njit(cache=True)
 def bernoulli_mode(Phi, t, alpha, theta0, gtol, max_iter):
     """Newton / IRLS with step halving for ``P(t=1) = sigma(Phi theta)`` (T01 eq. 24; the
-    loop of ``laplace._mode``, compiled). Returns theta, f, loglik, the gradient of Psi, H,
-    its factor L, iterations, converged, and ok (False: H was not positive definite at an
+    loop of ``laplace._mode``, compiled). Returns theta, f, loglik, the Laplace log evidence
+    (:func:`laplace_log_evidence`), the gradient of Psi, the factor L of H, iterations,
+    converged, and ok (False: H was not positive definite at an
     iterate, the caller re-runs the numpy loop with its jittered Cholesky)."""
     N, P = Phi.shape
     sign = 2.0 * t - 1.0
@@ -262,12 +273,12 @@ def bernoulli_mode(Phi, t, alpha, theta0, gtol, max_iter):
     converged = fresh = False
     it = 0
     gl = g = np.zeros(P)
-    H = L = np.zeros((P, P))
+    L = np.zeros((P, P))
     for it in range(1, max_iter + 1):
         gl, g, H = _terms(Phi, t, alpha, theta, f)
         L, ok = _cholesky_lower(H)
         if not ok:
-            return theta, f, ll, g, H, L, it, False, False
+            return theta, f, ll, 0.0, g, L, it, False, False
         if np.abs(g).max() <= gtol * max(1.0, np.abs(gl).max()):
             converged = fresh = True
             break
@@ -291,8 +302,8 @@ def bernoulli_mode(Phi, t, alpha, theta0, gtol, max_iter):
         gl, g, H = _terms(Phi, t, alpha, theta, f)
         L, ok = _cholesky_lower(H)
         if not ok:
-            return theta, f, ll, g, H, L, it, False, False
-    return theta, f, ll, g, H, L, it, converged, True
+            return theta, f, ll, 0.0, g, L, it, False, False
+    return theta, f, ll, laplace_log_evidence(ll, alpha, theta, L), g, L, it, converged, True
 
 
 @njit(cache=True)
@@ -367,3 +378,15 @@ def bernoulli_surrogate(f, t, b_floor):
         b[n] = max(y * _expit(-f[n]), b_floor)
         t_hat[n] = f[n] + (t[n] - y) / b[n]
     return t_hat, b
+
+
+@njit(cache=True)
+def weighted_cross(Phi, b, idx, out):
+    """``out = Phi^T B Phi[:, idx]`` (``B = diag(b)``; TF03 eq. 24's ``Phi^T B phi_i`` for the
+    bases ``idx`` in the model)."""
+    N = Phi.shape[0]
+    W = np.empty((N, idx.size))
+    for n in range(N):
+        for k in range(idx.size):
+            W[n, k] = b[n] * Phi[n, idx[k]]
+    out[:, :] = Phi.T @ W

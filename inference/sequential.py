@@ -224,7 +224,7 @@ class DenseProducts:
     def columns(self, idx, out: np.ndarray) -> None:
         """``Phi^T B Phi[:, idx]`` into ``out`` (M, len(idx))."""
         if self.symmetric_block is None:
-            out[...] = self.Phi.T @ (self.b[:, None] * self.Phi[:, idx])
+            compiled.weighted_cross(self.Phi, self.b, np.asarray(idx, dtype=np.int64), out)
         else:
             for k, i in enumerate(idx):
                 self.column(i, out[:, k])
