@@ -20,7 +20,8 @@ SMALL = 48  # models up to this many weights use the compiled factorisations (pl
 
 __all__ = ["SMALL", "objective", "flat_alpha", "adjust", "objective_array", "flat_alpha_array",
            "adjust_array", "flat_proposals", "decide", "reestimate_update", "bernoulli_mode",
-           "recompute", "bernoulli_surrogate", "laplace_log_evidence", "weighted_cross"]
+           "recompute", "bernoulli_surrogate", "laplace_log_evidence", "weighted_cross",
+           "flat_choice", "add_update", "delete_update"]
 
 
 # ---- one basis (TF03 eqs. 18-21, T01 App. A hyperpriors) ------------------------------------
@@ -143,6 +144,46 @@ def decide(new, gain, cur, tol):
     if not gain[best] > 0:
         return -1
     return best
+
+
+@njit(cache=True)
+def flat_choice(S, Q, diag, excluded, active, alpha, Sigma, mu, alpha_min, lam, blocked, tabu,
+                tol):
+    """:func:`decide` on :func:`flat_proposals` in one call: (candidate, its new alpha, gain),
+    candidate -1 when converged."""
+    new, gain, cur = flat_proposals(S, Q, diag, excluded, active, alpha, Sigma, mu, alpha_min,
+                                    lam, blocked, tabu)
+    i = decide(new, gain, cur, tol)
+    if i < 0:
+        return i, np.nan, np.nan
+    return i, new[i], gain[i]
+
+
+@njit(cache=True)
+def add_update(Sigma, mu, S, Q, cross, c, active, i, alpha_i):
+    """TF03 App. A.2: basis ``i`` enters with precision ``alpha_i``; ``c = Phi^T B phi_i``,
+    ``cross = Phi^T B Phi_in``. ``S``, ``Q`` in place; returns the grown Sigma and mu."""
+    P = active.size
+    u = np.zeros(P)
+    z = c.copy()
+    if P > 0:
+        u = Sigma @ c[active]
+        z = c - cross @ u  # phi_m^T B e_i
+    sii = 1.0 / (alpha_i + S[i])
+    mui = sii * Q[i]
+    Sig = np.empty((P + 1, P + 1))
+    m = np.empty(P + 1)
+    for a in range(P):
+        for b in range(P):
+            Sig[a, b] = Sigma[a, b] + sii * (u[a] * u[b])
+        Sig[a, P] = Sig[P, a] = -sii * u[a]
+        m[a] = mu[a] - mui * u[a]
+    Sig[P, P] = sii
+    m[P] = mui
+    for k in range(S.size):
+        S[k] -= sii * (z[k] * z[k])
+        Q[k] -= mui * z[k]
+    return Sig, m
 
 
 @njit(cache=True)
@@ -390,3 +431,30 @@ def weighted_cross(Phi, b, idx, out):
         for k in range(idx.size):
             W[n, k] = b[n] * Phi[n, idx[k]]
     out[:, :] = Phi.T @ W
+
+
+@njit(cache=True)
+def delete_update(Sigma, mu, S, Q, cross, j):
+    """TF03 App. A.4: the basis at position ``j`` of the model leaves (alpha -> inf). ``S``,
+    ``Q`` in place; returns Sigma and mu without it."""
+    Sj = Sigma[:, j].copy()
+    sjj, muj = Sj[j], mu[j]
+    v = cross @ Sj
+    P = mu.size
+    Sig = np.empty((P - 1, P - 1))
+    m = np.empty(P - 1)
+    ra = 0
+    for a in range(P):
+        if a == j:
+            continue
+        rb = 0
+        for b in range(P):
+            if b != j:
+                Sig[ra, rb] = Sigma[a, b] - (Sj[a] * Sj[b]) / sjj
+                rb += 1
+        m[ra] = mu[a] - (muj / sjj) * Sj[a]
+        ra += 1
+    for k in range(S.size):
+        Q[k] += (muj / sjj) * v[k]
+        S[k] += (v[k] * v[k]) / sjj
+    return Sig, m

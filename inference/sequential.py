@@ -476,14 +476,7 @@ class SequentialSparseBayes:
         S, Q = self.S, self.Q
         M = S.size
         if self.flat:
-            lam, tabu = self.policy.arrays(M)
-            blocked = np.zeros(M, dtype=bool)
-            if self.aligned:
-                blocked[list(self.aligned)] = True
-            return compiled.flat_proposals(S, Q, self.diag, self.excluded,
-                                           np.asarray(self.active, dtype=np.int64), self.alpha,
-                                           self.Sigma, self.mu, float(self.policy.alpha_min),
-                                           lam, blocked, tabu)
+            return compiled.flat_proposals(*self._flat_args())
         new = np.full(M, np.inf)
         gain = np.full(M, -np.inf)
         cur = np.full(M, np.inf)
@@ -511,6 +504,23 @@ class SequentialSparseBayes:
         self.policy.forbid(new, gain, cur)
         return new, gain, cur
 
+    def _flat_args(self) -> tuple:
+        """The state and policy as :func:`compiled.flat_proposals` takes them."""
+        M = self.S.size
+        lam, tabu = self.policy.arrays(M)
+        blocked = np.zeros(M, dtype=bool)
+        if self.aligned:
+            blocked[list(self.aligned)] = True
+        return (self.S, self.Q, self.diag, self.excluded, np.asarray(self.active, dtype=np.int64),
+                self.alpha, self.Sigma, self.mu, float(self.policy.alpha_min), lam, blocked, tabu)
+
+    def choose(self, tol: float) -> tuple[int, float, float] | None:
+        """``decide(*proposals(), tol)``; with the flat prior in one compiled call."""
+        if not self.flat:
+            return self.decide(*self.proposals(), tol)
+        i, new_i, gain_i = compiled.flat_choice(*self._flat_args(), float(tol))
+        return None if i < 0 else (i, new_i, gain_i)
+
     @staticmethod
     def decide(new: np.ndarray, gain: np.ndarray, cur: np.ndarray, tol: float
                ) -> tuple[int, float, float] | None:
@@ -531,19 +541,9 @@ class SequentialSparseBayes:
             buf[:, :Mt] = self.cross
             self._buf = buf
         c = self.products.column(i, self._buf[:, Mt])  # Phi^T B phi_i
-        act = np.asarray(self.active)
-        u = self.Sigma @ c[act]
-        sii = 1.0 / (alpha_i + self.S[i])
-        mui = sii * self.Q[i]
-        z = c - self.cross @ u  # phi_m^T B e_i
-        Sigma = np.empty((Mt + 1, Mt + 1))
-        Sigma[:Mt, :Mt] = self.Sigma + sii * np.outer(u, u)
-        Sigma[:Mt, Mt] = Sigma[Mt, :Mt] = -sii * u
-        Sigma[Mt, Mt] = sii
-        self.Sigma = Sigma
-        self.mu = np.append(self.mu - mui * u, mui)
-        self.S -= sii * z**2
-        self.Q -= mui * z
+        self.Sigma, self.mu = compiled.add_update(
+            self.Sigma, self.mu, self.S, self.Q, self.cross, c,
+            np.asarray(self.active, dtype=np.int64), i, float(alpha_i))
         self.cross = self._buf[:, : Mt + 1]
         self.active.append(int(i))
         self.excluded[i] = False
@@ -560,18 +560,9 @@ class SequentialSparseBayes:
     def delete(self, i: int) -> None:
         """A.4: remove basis ``i`` (alpha -> inf)."""
         j = self.active.index(i)
-        Sj = self.Sigma[:, j].copy()
-        sjj, muj = Sj[j], self.mu[j]
-        v = self.cross @ Sj
-        self.Sigma -= np.outer(Sj, Sj) / sjj
-        self.mu -= (muj / sjj) * Sj
-        self.Q += (muj / sjj) * v
-        v *= v
-        v /= sjj
-        self.S += v
+        self.Sigma, self.mu = compiled.delete_update(self.Sigma, self.mu, self.S, self.Q,
+                                                     self.cross, j)
         keep = np.arange(len(self.active)) != j
-        self.Sigma = self.Sigma[np.ix_(keep, keep)]
-        self.mu = self.mu[keep]
         Mt = len(self.active)
         self._buf[:, j : Mt - 1] = self._buf[:, j + 1 : Mt]
         self.cross = self._buf[:, : Mt - 1]
@@ -599,7 +590,7 @@ class SequentialSparseBayes:
         """Take the action with the largest gain. Returns (action, gain, converged) where
         converged means: no basis to add or delete and every re-estimate changes
         ``ln alpha`` by less than ``tol`` (TF03 §4.4)."""
-        choice = self.decide(*self.proposals(), tol)
+        choice = self.choose(tol)
         if choice is None:
             return "none", 0.0, True
         i, new_i, gain_i = choice
