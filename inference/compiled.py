@@ -212,11 +212,14 @@ def _log_expit(x):
 
 
 @njit(cache=True)
-def _expit(x):
+def _expit_pair(x):
+    """``(sigma(x), sigma(-x))`` from one ``exp`` of ``-|x|`` (no overflow, no cancellation in
+    ``1 - sigma(x)``)."""
     if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
+        e = math.exp(-x)
+        return 1.0 / (1.0 + e), e / (1.0 + e)
     e = math.exp(x)
-    return e / (1.0 + e)
+    return e / (1.0 + e), 1.0 / (1.0 + e)
 
 
 @njit(cache=True)
@@ -238,9 +241,9 @@ def _terms(Phi, t, alpha, theta, f):
     r = np.empty(N)
     WPhi = np.empty((N, P))
     for n in range(N):
-        y = _expit(f[n])
+        y, y_neg = _expit_pair(f[n])
         r[n] = t[n] - y
-        b = y * _expit(-f[n])
+        b = y * y_neg
         for k in range(P):
             WPhi[n, k] = b * Phi[n, k]
     gl = Phi.T @ r
@@ -409,16 +412,27 @@ def recompute(cross, active, alpha, diag, PhiBt):
 
 
 @njit(cache=True)
-def bernoulli_surrogate(f, t, b_floor):
+def bernoulli_surrogate(f, t, b_floor, Phi, Phi2):
     """The linearised Bernoulli problem at logits ``f`` (TF03 eq. 14): precisions ``b =
-    max(y (1 - y), b_floor)`` and targets ``t_hat = f + (t - y) / b``."""
+    max(y (1 - y), b_floor)`` and targets ``t_hat = f + (t - y) / b``; and what the
+    sequential algorithm needs of it (TF03 eq. 24): ``diag_m = phi_m^T B phi_m`` (from
+    ``Phi2 = Phi**2``, or from ``Phi`` when Phi2 is None) and ``PhiBt = Phi^T B t_hat``."""
     b = np.empty(f.size)
     t_hat = np.empty(f.size)
+    bt = np.empty(f.size)
     for n in range(f.size):
-        y = _expit(f[n])
-        b[n] = max(y * _expit(-f[n]), b_floor)
+        y, y_neg = _expit_pair(f[n])
+        b[n] = max(y * y_neg, b_floor)
         t_hat[n] = f[n] + (t[n] - y) / b[n]
-    return t_hat, b
+        bt[n] = b[n] * t_hat[n]
+    if Phi2 is None:
+        diag = np.zeros(Phi.shape[1])
+        for m in range(Phi.shape[1]):
+            for n in range(f.size):
+                diag[m] += Phi[n, m] * Phi[n, m] * b[n]
+    else:
+        diag = b @ Phi2
+    return t_hat, b, diag, Phi.T @ bt
 
 
 @njit(cache=True)

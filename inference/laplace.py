@@ -401,8 +401,9 @@ def _surrogate(Phi: np.ndarray, lik, F: np.ndarray, Phi2: np.ndarray | None = No
     block ``B_n`` over the (basis, class) pairs (:class:`BlockProducts`; no N(K-1) x KM
     design). ``Phi2 = Phi**2`` (if kept) makes ``phi_m^T B phi_m`` one product."""
     if lik.n_out == 1:
-        t_hat, b = compiled.bernoulli_surrogate(np.ascontiguousarray(F[:, 0]), lik.t, B_FLOOR)
-        return DenseProducts(Phi, t_hat, b, Phi2=Phi2)
+        t_hat, b, diag, PhiBt = compiled.bernoulli_surrogate(np.ascontiguousarray(F[:, 0]),
+                                                             lik.t, B_FLOOR, Phi, Phi2)
+        return DenseProducts(Phi, t_hat, b, diag=diag, PhiBt=PhiBt)
     return BlockProducts(Phi, lik.hess(F), F, lik.grad(F), Phi2)
 
 

@@ -155,7 +155,8 @@ class Policy:
         """Record the direction of a re-estimate of basis ``i`` (damped policies only)."""
         if not self.damped:
             return
-        direction = np.sign(np.log(new / old))
+        ratio = float(new / old)
+        direction = float((ratio > 1) - (ratio < 1))  # sign(ln(new / old))
         lam, last = self.damp.get(i, (1.0, 0.0))
         lam = max(lam / 2, DAMP_MIN) if direction == -last else min(1.0, 2 * lam)
         self.damp[i] = (lam, direction)
@@ -175,12 +176,14 @@ class DenseProducts:
     with ``hi - lo = N`` (kernel columns centred on the training inputs, ``k(x, c) =
     k(c, x)``): products ``Phi^T v`` then read only its lower triangle (BLAS ``symv``), half
     the memory traffic of the one pass over ``Phi`` that each add needs. ``Phi2`` (``Phi**2``,
-    optional) makes ``diag`` one product with ``b``."""
+    optional) makes ``diag`` one product with ``b``; ``diag`` and ``PhiBt``, if known, are
+    taken as given."""
 
     def __init__(self, Phi: np.ndarray, t: np.ndarray, b: np.ndarray,
                  symmetric_block: tuple[int, int] | None = None, diag: np.ndarray | None = None,
-                 Phi2: np.ndarray | None = None) -> None:
+                 Phi2: np.ndarray | None = None, PhiBt: np.ndarray | None = None) -> None:
         self.Phi, self.t = Phi, t
+        self._PhiBt = PhiBt
         self.b = np.asarray(b, dtype=float)
         self.n = Phi.shape[0]
         self.symmetric_block = symmetric_block
@@ -215,6 +218,8 @@ class DenseProducts:
         return self._diag.copy()
 
     def PhiBt(self) -> np.ndarray:
+        if self._PhiBt is not None:
+            return self._PhiBt.copy()
         return self.T_dot(self.b * self.t)
 
     def column(self, i: int, out: np.ndarray) -> np.ndarray:
@@ -244,6 +249,8 @@ class DenseProducts:
     def rescale(self, factor: float) -> None:
         self.b = self.b * factor
         self._diag = self._diag * factor
+        if self._PhiBt is not None:
+            self._PhiBt = self._PhiBt * factor
 
 
 class GramProducts:
