@@ -17,6 +17,7 @@ model. Three :class:`Products` supply them:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -606,12 +607,12 @@ class SequentialSparseBayes:
             if partner is not None:
                 self.aligned[i] = partner
                 return "skip", 0.0, False
-            if np.isinf(gain_i):  # forced by a proper prior: report its own contribution
+            if math.isinf(gain_i):  # forced by a proper prior: report its own contribution
                 gain_i = float(basis_objective(new_i, self.S[i], self.Q[i], self.a_prior,
                                                self._b_prior[i]))
             self.add(i, new_i)
             action = "add"
-        elif np.isinf(new_i):
+        elif math.isinf(new_i):
             self.delete(i)
             action = "delete"
         else:
