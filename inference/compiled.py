@@ -20,7 +20,8 @@ SMALL = 48  # models up to this many weights use the compiled factorisations (pl
 
 __all__ = ["SMALL", "objective", "flat_alpha", "adjust", "objective_array", "flat_alpha_array",
            "adjust_array", "flat_proposals", "decide", "reestimate_update", "bernoulli_mode",
-           "recompute", "bernoulli_surrogate"]
+           "recompute", "bernoulli_surrogate", "laplace_log_evidence", "weighted_cross",
+           "flat_choice", "add_update", "delete_update"]
 
 
 # ---- one basis (TF03 eqs. 18-21, T01 App. A hyperpriors) ------------------------------------
@@ -146,6 +147,46 @@ def decide(new, gain, cur, tol):
 
 
 @njit(cache=True)
+def flat_choice(S, Q, diag, excluded, active, alpha, Sigma, mu, alpha_min, lam, blocked, tabu,
+                tol):
+    """:func:`decide` on :func:`flat_proposals` in one call: (candidate, its new alpha, gain),
+    candidate -1 when converged."""
+    new, gain, cur = flat_proposals(S, Q, diag, excluded, active, alpha, Sigma, mu, alpha_min,
+                                    lam, blocked, tabu)
+    i = decide(new, gain, cur, tol)
+    if i < 0:
+        return i, np.nan, np.nan
+    return i, new[i], gain[i]
+
+
+@njit(cache=True)
+def add_update(Sigma, mu, S, Q, cross, c, active, i, alpha_i):
+    """TF03 App. A.2: basis ``i`` enters with precision ``alpha_i``; ``c = Phi^T B phi_i``,
+    ``cross = Phi^T B Phi_in``. ``S``, ``Q`` in place; returns the grown Sigma and mu."""
+    P = active.size
+    u = np.zeros(P)
+    z = c.copy()
+    if P > 0:
+        u = Sigma @ c[active]
+        z = c - cross @ u  # phi_m^T B e_i
+    sii = 1.0 / (alpha_i + S[i])
+    mui = sii * Q[i]
+    Sig = np.empty((P + 1, P + 1))
+    m = np.empty(P + 1)
+    for a in range(P):
+        for b in range(P):
+            Sig[a, b] = Sigma[a, b] + sii * (u[a] * u[b])
+        Sig[a, P] = Sig[P, a] = -sii * u[a]
+        m[a] = mu[a] - mui * u[a]
+    Sig[P, P] = sii
+    m[P] = mui
+    for k in range(S.size):
+        S[k] -= sii * (z[k] * z[k])
+        Q[k] -= mui * z[k]
+    return Sig, m
+
+
+@njit(cache=True)
 def reestimate_update(Sigma, mu, S, Q, cross, j, delta):
     """TF03 App. A.3 in place: ``alpha_j`` changed with ``delta = 1 / (new - old)``."""
     kappa = 1.0 / (Sigma[j, j] + delta)
@@ -171,11 +212,14 @@ def _log_expit(x):
 
 
 @njit(cache=True)
-def _expit(x):
+def _expit_pair(x):
+    """``(sigma(x), sigma(-x))`` from one ``exp`` of ``-|x|`` (no overflow, no cancellation in
+    ``1 - sigma(x)``)."""
     if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
+        e = math.exp(-x)
+        return 1.0 / (1.0 + e), e / (1.0 + e)
     e = math.exp(x)
-    return e / (1.0 + e)
+    return e / (1.0 + e), 1.0 / (1.0 + e)
 
 
 @njit(cache=True)
@@ -197,9 +241,9 @@ def _terms(Phi, t, alpha, theta, f):
     r = np.empty(N)
     WPhi = np.empty((N, P))
     for n in range(N):
-        y = _expit(f[n])
+        y, y_neg = _expit_pair(f[n])
         r[n] = t[n] - y
-        b = y * _expit(-f[n])
+        b = y * y_neg
         for k in range(P):
             WPhi[n, k] = b * Phi[n, k]
     gl = Phi.T @ r
@@ -248,10 +292,21 @@ def _chol_solve(L, g):
 
 
 @njit(cache=True)
+def laplace_log_evidence(loglik, alpha, theta, L):
+    """The Laplace log evidence (PRML 7.114, T01 §3) ``ln p(t|w*) + 1/2 sum ln alpha -
+    1/2 w*^T A w* - 1/2 ln|H|`` with ``L`` the lower Cholesky factor of ``H``."""
+    v = loglik
+    for k in range(alpha.size):
+        v += 0.5 * math.log(alpha[k]) - 0.5 * alpha[k] * theta[k] * theta[k] - math.log(L[k, k])
+    return v
+
+
+@njit(cache=True)
 def bernoulli_mode(Phi, t, alpha, theta0, gtol, max_iter):
     """Newton / IRLS with step halving for ``P(t=1) = sigma(Phi theta)`` (T01 eq. 24; the
-    loop of ``laplace._mode``, compiled). Returns theta, f, loglik, the gradient of Psi, H,
-    its factor L, iterations, converged, and ok (False: H was not positive definite at an
+    loop of ``laplace._mode``, compiled). Returns theta, f, loglik, the Laplace log evidence
+    (:func:`laplace_log_evidence`), the gradient of Psi, the factor L of H, iterations,
+    converged, and ok (False: H was not positive definite at an
     iterate, the caller re-runs the numpy loop with its jittered Cholesky)."""
     N, P = Phi.shape
     sign = 2.0 * t - 1.0
@@ -262,12 +317,12 @@ def bernoulli_mode(Phi, t, alpha, theta0, gtol, max_iter):
     converged = fresh = False
     it = 0
     gl = g = np.zeros(P)
-    H = L = np.zeros((P, P))
+    L = np.zeros((P, P))
     for it in range(1, max_iter + 1):
         gl, g, H = _terms(Phi, t, alpha, theta, f)
         L, ok = _cholesky_lower(H)
         if not ok:
-            return theta, f, ll, g, H, L, it, False, False
+            return theta, f, ll, 0.0, g, L, it, False, False
         if np.abs(g).max() <= gtol * max(1.0, np.abs(gl).max()):
             converged = fresh = True
             break
@@ -291,8 +346,8 @@ def bernoulli_mode(Phi, t, alpha, theta0, gtol, max_iter):
         gl, g, H = _terms(Phi, t, alpha, theta, f)
         L, ok = _cholesky_lower(H)
         if not ok:
-            return theta, f, ll, g, H, L, it, False, False
-    return theta, f, ll, g, H, L, it, converged, True
+            return theta, f, ll, 0.0, g, L, it, False, False
+    return theta, f, ll, laplace_log_evidence(ll, alpha, theta, L), g, L, it, converged, True
 
 
 @njit(cache=True)
@@ -357,13 +412,63 @@ def recompute(cross, active, alpha, diag, PhiBt):
 
 
 @njit(cache=True)
-def bernoulli_surrogate(f, t, b_floor):
+def bernoulli_surrogate(f, t, b_floor, Phi, Phi2):
     """The linearised Bernoulli problem at logits ``f`` (TF03 eq. 14): precisions ``b =
-    max(y (1 - y), b_floor)`` and targets ``t_hat = f + (t - y) / b``."""
+    max(y (1 - y), b_floor)`` and targets ``t_hat = f + (t - y) / b``; and what the
+    sequential algorithm needs of it (TF03 eq. 24): ``diag_m = phi_m^T B phi_m`` (from
+    ``Phi2 = Phi**2``, or from ``Phi`` when Phi2 is None) and ``PhiBt = Phi^T B t_hat``."""
     b = np.empty(f.size)
     t_hat = np.empty(f.size)
+    bt = np.empty(f.size)
     for n in range(f.size):
-        y = _expit(f[n])
-        b[n] = max(y * _expit(-f[n]), b_floor)
+        y, y_neg = _expit_pair(f[n])
+        b[n] = max(y * y_neg, b_floor)
         t_hat[n] = f[n] + (t[n] - y) / b[n]
-    return t_hat, b
+        bt[n] = b[n] * t_hat[n]
+    if Phi2 is None:
+        diag = np.zeros(Phi.shape[1])
+        for m in range(Phi.shape[1]):
+            for n in range(f.size):
+                diag[m] += Phi[n, m] * Phi[n, m] * b[n]
+    else:
+        diag = b @ Phi2
+    return t_hat, b, diag, Phi.T @ bt
+
+
+@njit(cache=True)
+def weighted_cross(Phi, b, idx, out):
+    """``out = Phi^T B Phi[:, idx]`` (``B = diag(b)``; TF03 eq. 24's ``Phi^T B phi_i`` for the
+    bases ``idx`` in the model)."""
+    N = Phi.shape[0]
+    W = np.empty((N, idx.size))
+    for n in range(N):
+        for k in range(idx.size):
+            W[n, k] = b[n] * Phi[n, idx[k]]
+    out[:, :] = Phi.T @ W
+
+
+@njit(cache=True)
+def delete_update(Sigma, mu, S, Q, cross, j):
+    """TF03 App. A.4: the basis at position ``j`` of the model leaves (alpha -> inf). ``S``,
+    ``Q`` in place; returns Sigma and mu without it."""
+    Sj = Sigma[:, j].copy()
+    sjj, muj = Sj[j], mu[j]
+    v = cross @ Sj
+    P = mu.size
+    Sig = np.empty((P - 1, P - 1))
+    m = np.empty(P - 1)
+    ra = 0
+    for a in range(P):
+        if a == j:
+            continue
+        rb = 0
+        for b in range(P):
+            if b != j:
+                Sig[ra, rb] = Sigma[a, b] - (Sj[a] * Sj[b]) / sjj
+                rb += 1
+        m[ra] = mu[a] - (muj / sjj) * Sj[a]
+        ra += 1
+    for k in range(S.size):
+        Q[k] += (muj / sjj) * v[k]
+        S[k] += (v[k] * v[k]) / sjj
+    return Sig, m

@@ -64,6 +64,7 @@ B_FLOOR = 1e-300  # B underflows to 0 only for |logit| > 745
 SURROGATE_STEPS = 3
 TOGGLES = 4  # adds + deletes of one basis after which they must raise the Laplace evidence
 PHI2_MAX = 4_000_000  # the fast loop keeps Phi**2 (for phi_m^T B phi_m) up to this size
+_NO_COLS = np.empty(0, int)  # Laplace.cols until the caller sets them
 
 
 # --------------------------------------------------------------------------------------------
@@ -252,13 +253,11 @@ def _mode(Phi_act: np.ndarray, cls: np.ndarray, lik, alpha: np.ndarray,
     """
     theta = np.zeros(cls.size) if theta0 is None else np.array(theta0, dtype=float)
     if isinstance(lik, _Bernoulli) and 0 < cls.size <= compiled.SMALL:  # the loop, compiled
-        theta_c, f, ll_c, g, _, L, it, converged, ok = compiled.bernoulli_mode(
-            np.ascontiguousarray(Phi_act, dtype=float), lik.t, alpha, theta, gtol, max_iter)
+        theta_c, f, ll_c, log_ev, g, L, it, converged, ok = compiled.bernoulli_mode(
+            Phi_act, lik.t, alpha, theta, gtol, max_iter)
         if ok:  # else H lost definiteness at an iterate: the loop below, with jitter
-            log_ev = (ll_c + 0.5 * np.sum(np.log(alpha)) - 0.5 * theta_c @ (alpha * theta_c)
-                      - np.sum(np.log(np.diag(L))))
-            return Laplace(theta_c, alpha, np.empty(0, int), cls, f[:, None], L, float(ll_c),
-                           float(log_ev), g, int(it), bool(converged))
+            return Laplace(theta_c, alpha, _NO_COLS, cls, f[:, None], L, ll_c, log_ev, g, it,
+                           converged)
     F = lik.logits(Phi_act, cls, theta)
     ll = lik.loglik(F)
     psi = ll.sum() - 0.5 * theta @ (alpha * theta)
@@ -294,10 +293,8 @@ def _mode(Phi_act: np.ndarray, cls: np.ndarray, lik, alpha: np.ndarray,
         H.flat[diag] += alpha
         L = cholesky(H)
     loglik = float(ll.sum())
-    log_ev = (loglik + 0.5 * np.sum(np.log(alpha)) - 0.5 * theta @ (alpha * theta)
-              - np.sum(np.log(np.diag(L))))
-    return Laplace(theta, alpha, np.empty(0, int), cls, F, L, loglik, float(log_ev), g, it,
-                   bool(converged))
+    log_ev = compiled.laplace_log_evidence(loglik, alpha, theta, L)
+    return Laplace(theta, alpha, _NO_COLS, cls, F, L, loglik, log_ev, g, it, bool(converged))
 
 
 def _pairs_from_alpha(alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -404,8 +401,9 @@ def _surrogate(Phi: np.ndarray, lik, F: np.ndarray, Phi2: np.ndarray | None = No
     block ``B_n`` over the (basis, class) pairs (:class:`BlockProducts`; no N(K-1) x KM
     design). ``Phi2 = Phi**2`` (if kept) makes ``phi_m^T B phi_m`` one product."""
     if lik.n_out == 1:
-        t_hat, b = compiled.bernoulli_surrogate(np.ascontiguousarray(F[:, 0]), lik.t, B_FLOOR)
-        return DenseProducts(Phi, t_hat, b, Phi2=Phi2)
+        t_hat, b, diag, PhiBt = compiled.bernoulli_surrogate(np.ascontiguousarray(F[:, 0]),
+                                                             lik.t, B_FLOOR, Phi, Phi2)
+        return DenseProducts(Phi, t_hat, b, diag=diag, PhiBt=PhiBt)
     return BlockProducts(Phi, lik.hess(F), F, lik.grad(F), Phi2)
 
 

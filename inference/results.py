@@ -157,10 +157,9 @@ def make_datatree(
         for k, v in gaussian.items():
             v = np.asarray(v)
             gvars[k] = ({0: (), 1: ("basis",), 2: ("basis", "basis_bis")}[v.ndim], v)
-        children["gaussian_posterior"] = xr.Dataset(
-            gvars, coords=_coordinates({"basis": labels, "basis_bis": labels}, cache))
-    dt = xr.DataTree()  # the children attached directly: from_dict would copy each node again
-    dt.children = {name: xr.DataTree(ds) for name, ds in children.items()}
+        children["gaussian_posterior"] = _dataset(
+            gvars, {"basis": labels, "basis_bis": labels}, cache)
+    dt = _tree(children)
 
     base_attrs = {
         "problem_kind": problem.kind,
@@ -194,8 +193,8 @@ def _group(data: Mapping[str, np.ndarray], dims: Mapping[str, list[str]],
            arviz_attrs: bool = True, index_cache: dict | None = None) -> xr.Dataset:
     """The group ``arviz_base.dict_to_dataset`` builds (as ``from_dict`` calls it): each
     variable's dims and default coordinates by ArviZ's ``generate_dims_coords``, the
-    attributes by its ``make_attrs``, but one ``Dataset`` constructor instead of a
-    ``DataArray`` per variable merged (half the time; a fit builds this tree every call).
+    attributes by its ``make_attrs``, but one :func:`_dataset` instead of a ``DataArray`` per
+    variable merged (a fit builds this tree every call).
     ``extra``: further ``(dims, array)`` variables without coordinates (traces)."""
     data_vars: dict[str, tuple] = {}
     var_coords: dict[str, Any] = {}
@@ -208,24 +207,65 @@ def _group(data: Mapping[str, np.ndarray], dims: Mapping[str, list[str]],
         var_coords.update(c)
     data_vars.update(extra or {})
     attrs = azb.make_attrs(sample_dims=sample_dims) if arviz_attrs else None
-    return xr.Dataset(data_vars, coords=_coordinates(var_coords, index_cache), attrs=attrs)
+    return _dataset(data_vars, var_coords, index_cache, attrs)
 
 
-def _coordinates(coords: Mapping[str, Any], cache: dict | None) -> xr.Coordinates | Mapping:
-    """``coords`` (1-D, each on its own dim) as an ``xr.Coordinates`` whose indexes are built
-    once per tree (``cache``: name -> (values, index, variable)) and shared by the groups:
-    the same ``PandasIndex.from_variables`` xarray runs for every group otherwise."""
-    if cache is None:
-        return coords
+def _dataset(data_vars: Mapping[str, tuple], coords: Mapping[str, Any], cache: dict | None,
+             attrs: Mapping | None = None) -> xr.Dataset:
+    """``xr.Dataset(data_vars, coords=coords, attrs=attrs)`` for ``coords`` that are 1-D, each
+    on its own dim, and ``data_vars`` that are ``(dims, array)`` pairs: the same object, built
+    by xarray's direct constructor (the one its own methods use), so without the public
+    constructor's merge and alignment of the variables, which find nothing to do here and
+    were most of the cost of a small fit's tree. The sizes are still checked
+    (``calculate_dimensions`` raises on a conflict). The indexes come from :func:`_indexed`."""
+    variables = {name: xr.Variable(d, v) for name, (d, v) in data_vars.items()}
+    coord_vars, indexes = _indexed(coords, cache)
+    variables.update(coord_vars)
+    return xr.Dataset._construct_direct(variables, set(coord_vars), attrs=dict(attrs or {}) or None,
+                                        indexes=indexes)
+
+
+def _tree(children: Mapping[str, xr.Dataset]) -> xr.DataTree:
+    """A root without data over one level of ``children``: the tree ``root.children = {name:
+    xr.DataTree(ds)}`` builds (``from_dict`` would copy each node again), assembled as
+    xarray's own ``_copy_node`` does (``_set_node_data``) and linked as its ``_attach`` links
+    nodes: the datasets are this module's own, so each node takes its dataset without the
+    shallow copy ``xr.DataTree(ds)`` makes (~30 us a group), and without the children
+    setter's per-child alignment against the root, which holds no variables (~0.1 ms)."""
+    root = xr.DataTree(xr.Dataset._construct_direct({}, set()))
+    for name, ds in children.items():
+        node = xr.DataTree(xr.Dataset._construct_direct({}, set()), name=name)
+        node._set_node_data(ds)
+        node._parent = root
+        root._children[name] = node
+    return root
+
+
+def _indexed(coords: Mapping[str, Any], cache: dict | None) -> tuple[dict, dict]:
+    """The index variables and indexes of ``coords`` (1-D, each on its own dim). The indexes
+    are built once per tree (``cache``: name -> (values, index, variable)) and shared by the
+    groups; integer ranges (``chain``, ``draw``, ``obs``, ...) once per process
+    (:func:`_range_index`; xarray indexes are immutable)."""
+    cache = {} if cache is None else cache
     variables, indexes = {}, {}
     for name, values in coords.items():
         values = np.asarray(values)
         hit = cache.get(name)
         if hit is None or hit[0].shape != values.shape or not np.array_equal(hit[0], values):
-            index = PandasIndex.from_variables({name: xr.Variable((name,), values)}, options={})
+            if (values.ndim == 1 and values.dtype == np.int64
+                    and np.array_equal(values, np.arange(values.size))):
+                index = _range_index(name, values.size)
+            else:
+                index = PandasIndex.from_variables({name: xr.Variable((name,), values)},
+                                                   options={})
             hit = cache[name] = (values, index, index.create_variables()[name])
         indexes[name], variables[name] = hit[1], hit[2]
-    return xr.Coordinates(variables, indexes=indexes)
+    return variables, indexes
+
+
+@functools.lru_cache(maxsize=64)
+def _range_index(name: str, n: int) -> PandasIndex:
+    return PandasIndex.from_variables({name: xr.Variable((name,), np.arange(n))}, options={})
 
 
 @functools.cache

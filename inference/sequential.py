@@ -17,6 +17,7 @@ model. Three :class:`Products` supply them:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -155,7 +156,8 @@ class Policy:
         """Record the direction of a re-estimate of basis ``i`` (damped policies only)."""
         if not self.damped:
             return
-        direction = np.sign(np.log(new / old))
+        ratio = float(new / old)
+        direction = float((ratio > 1) - (ratio < 1))  # sign(ln(new / old))
         lam, last = self.damp.get(i, (1.0, 0.0))
         lam = max(lam / 2, DAMP_MIN) if direction == -last else min(1.0, 2 * lam)
         self.damp[i] = (lam, direction)
@@ -175,12 +177,14 @@ class DenseProducts:
     with ``hi - lo = N`` (kernel columns centred on the training inputs, ``k(x, c) =
     k(c, x)``): products ``Phi^T v`` then read only its lower triangle (BLAS ``symv``), half
     the memory traffic of the one pass over ``Phi`` that each add needs. ``Phi2`` (``Phi**2``,
-    optional) makes ``diag`` one product with ``b``."""
+    optional) makes ``diag`` one product with ``b``; ``diag`` and ``PhiBt``, if known, are
+    taken as given."""
 
     def __init__(self, Phi: np.ndarray, t: np.ndarray, b: np.ndarray,
                  symmetric_block: tuple[int, int] | None = None, diag: np.ndarray | None = None,
-                 Phi2: np.ndarray | None = None) -> None:
+                 Phi2: np.ndarray | None = None, PhiBt: np.ndarray | None = None) -> None:
         self.Phi, self.t = Phi, t
+        self._PhiBt = PhiBt
         self.b = np.asarray(b, dtype=float)
         self.n = Phi.shape[0]
         self.symmetric_block = symmetric_block
@@ -215,6 +219,8 @@ class DenseProducts:
         return self._diag.copy()
 
     def PhiBt(self) -> np.ndarray:
+        if self._PhiBt is not None:
+            return self._PhiBt.copy()
         return self.T_dot(self.b * self.t)
 
     def column(self, i: int, out: np.ndarray) -> np.ndarray:
@@ -224,7 +230,7 @@ class DenseProducts:
     def columns(self, idx, out: np.ndarray) -> None:
         """``Phi^T B Phi[:, idx]`` into ``out`` (M, len(idx))."""
         if self.symmetric_block is None:
-            out[...] = self.Phi.T @ (self.b[:, None] * self.Phi[:, idx])
+            compiled.weighted_cross(self.Phi, self.b, np.asarray(idx, dtype=np.int64), out)
         else:
             for k, i in enumerate(idx):
                 self.column(i, out[:, k])
@@ -244,6 +250,8 @@ class DenseProducts:
     def rescale(self, factor: float) -> None:
         self.b = self.b * factor
         self._diag = self._diag * factor
+        if self._PhiBt is not None:
+            self._PhiBt = self._PhiBt * factor
 
 
 class GramProducts:
@@ -476,14 +484,7 @@ class SequentialSparseBayes:
         S, Q = self.S, self.Q
         M = S.size
         if self.flat:
-            lam, tabu = self.policy.arrays(M)
-            blocked = np.zeros(M, dtype=bool)
-            if self.aligned:
-                blocked[list(self.aligned)] = True
-            return compiled.flat_proposals(S, Q, self.diag, self.excluded,
-                                           np.asarray(self.active, dtype=np.int64), self.alpha,
-                                           self.Sigma, self.mu, float(self.policy.alpha_min),
-                                           lam, blocked, tabu)
+            return compiled.flat_proposals(*self._flat_args())
         new = np.full(M, np.inf)
         gain = np.full(M, -np.inf)
         cur = np.full(M, np.inf)
@@ -511,6 +512,23 @@ class SequentialSparseBayes:
         self.policy.forbid(new, gain, cur)
         return new, gain, cur
 
+    def _flat_args(self) -> tuple:
+        """The state and policy as :func:`compiled.flat_proposals` takes them."""
+        M = self.S.size
+        lam, tabu = self.policy.arrays(M)
+        blocked = np.zeros(M, dtype=bool)
+        if self.aligned:
+            blocked[list(self.aligned)] = True
+        return (self.S, self.Q, self.diag, self.excluded, np.asarray(self.active, dtype=np.int64),
+                self.alpha, self.Sigma, self.mu, float(self.policy.alpha_min), lam, blocked, tabu)
+
+    def choose(self, tol: float) -> tuple[int, float, float] | None:
+        """``decide(*proposals(), tol)``; with the flat prior in one compiled call."""
+        if not self.flat:
+            return self.decide(*self.proposals(), tol)
+        i, new_i, gain_i = compiled.flat_choice(*self._flat_args(), float(tol))
+        return None if i < 0 else (i, new_i, gain_i)
+
     @staticmethod
     def decide(new: np.ndarray, gain: np.ndarray, cur: np.ndarray, tol: float
                ) -> tuple[int, float, float] | None:
@@ -531,19 +549,9 @@ class SequentialSparseBayes:
             buf[:, :Mt] = self.cross
             self._buf = buf
         c = self.products.column(i, self._buf[:, Mt])  # Phi^T B phi_i
-        act = np.asarray(self.active)
-        u = self.Sigma @ c[act]
-        sii = 1.0 / (alpha_i + self.S[i])
-        mui = sii * self.Q[i]
-        z = c - self.cross @ u  # phi_m^T B e_i
-        Sigma = np.empty((Mt + 1, Mt + 1))
-        Sigma[:Mt, :Mt] = self.Sigma + sii * np.outer(u, u)
-        Sigma[:Mt, Mt] = Sigma[Mt, :Mt] = -sii * u
-        Sigma[Mt, Mt] = sii
-        self.Sigma = Sigma
-        self.mu = np.append(self.mu - mui * u, mui)
-        self.S -= sii * z**2
-        self.Q -= mui * z
+        self.Sigma, self.mu = compiled.add_update(
+            self.Sigma, self.mu, self.S, self.Q, self.cross, c,
+            np.asarray(self.active, dtype=np.int64), i, float(alpha_i))
         self.cross = self._buf[:, : Mt + 1]
         self.active.append(int(i))
         self.excluded[i] = False
@@ -560,18 +568,9 @@ class SequentialSparseBayes:
     def delete(self, i: int) -> None:
         """A.4: remove basis ``i`` (alpha -> inf)."""
         j = self.active.index(i)
-        Sj = self.Sigma[:, j].copy()
-        sjj, muj = Sj[j], self.mu[j]
-        v = self.cross @ Sj
-        self.Sigma -= np.outer(Sj, Sj) / sjj
-        self.mu -= (muj / sjj) * Sj
-        self.Q += (muj / sjj) * v
-        v *= v
-        v /= sjj
-        self.S += v
+        self.Sigma, self.mu = compiled.delete_update(self.Sigma, self.mu, self.S, self.Q,
+                                                     self.cross, j)
         keep = np.arange(len(self.active)) != j
-        self.Sigma = self.Sigma[np.ix_(keep, keep)]
-        self.mu = self.mu[keep]
         Mt = len(self.active)
         self._buf[:, j : Mt - 1] = self._buf[:, j + 1 : Mt]
         self.cross = self._buf[:, : Mt - 1]
@@ -599,7 +598,7 @@ class SequentialSparseBayes:
         """Take the action with the largest gain. Returns (action, gain, converged) where
         converged means: no basis to add or delete and every re-estimate changes
         ``ln alpha`` by less than ``tol`` (TF03 §4.4)."""
-        choice = self.decide(*self.proposals(), tol)
+        choice = self.choose(tol)
         if choice is None:
             return "none", 0.0, True
         i, new_i, gain_i = choice
@@ -608,12 +607,12 @@ class SequentialSparseBayes:
             if partner is not None:
                 self.aligned[i] = partner
                 return "skip", 0.0, False
-            if np.isinf(gain_i):  # forced by a proper prior: report its own contribution
+            if math.isinf(gain_i):  # forced by a proper prior: report its own contribution
                 gain_i = float(basis_objective(new_i, self.S[i], self.Q[i], self.a_prior,
                                                self._b_prior[i]))
             self.add(i, new_i)
             action = "add"
-        elif np.isinf(new_i):
+        elif math.isinf(new_i):
             self.delete(i)
             action = "delete"
         else:
