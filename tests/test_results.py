@@ -52,8 +52,17 @@ def _without_time_stamps(dt):
     return dt
 
 
+@pytest.mark.parametrize("fast", [True, False])
 @pytest.mark.parametrize("plain_stats", [True, False])
-def test_make_datatree_equals_arviz_from_dict(plain_stats):
+def test_make_datatree_equals_arviz_from_dict(plain_stats, fast, monkeypatch, tmp_path):
+    """Both construction paths (xarray's private direct constructors and the public ones)
+    give ArviZ's tree, and the fast one behaves as any DataTree: paths, parents, a group
+    added later, copy and a netCDF round trip."""
+    from sparsebayes.inference import results
+
+    if fast and not results.FAST_TREE:
+        pytest.skip("this xarray lacks the private constructors")
+    monkeypatch.setattr(results, "FAST_TREE", fast)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(12, 2))
     problem = RVMClassification(X, np.arange(12) % 3, kernel=GaussianKernel(1.0))
@@ -82,6 +91,13 @@ def test_make_datatree_equals_arviz_from_dict(plain_stats):
     ref.attrs.update(got.attrs)  # the root attributes are ours alone
     xr.testing.assert_identical(_without_time_stamps(got), _without_time_stamps(ref))
     assert got["posterior"]["scale"].dims == ("chain", "draw", "scale_dim_0")
+    assert got["posterior"].path == "/posterior" and got["posterior"].parent is got
+    got["predictions"] = xr.DataTree(xr.Dataset({"t": ("obs", np.zeros(12))}))
+    assert list(got.children)[-1] == "predictions"
+    xr.testing.assert_identical(got.copy(deep=True), got)
+    got.to_netcdf(tmp_path / "tree.nc")
+    back = xr.open_datatree(tmp_path / "tree.nc")
+    xr.testing.assert_allclose(back["posterior"].to_dataset(), got["posterior"].to_dataset())
 
 
 def test_make_datatree_regression_without_gaussian_group():
