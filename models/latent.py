@@ -26,6 +26,7 @@ from .basis import Basis
 from .kernels import GaussianKernel, as_kernel
 from .priors import GammaPrior, unit_scale_prior
 from .problems import check_centres, check_inputs, make_basis
+from .pymc_models import ard_weights
 
 __all__ = ["RVMLatent"]
 
@@ -86,7 +87,6 @@ class RVMLatent:
         ``pm.Data`` (its current value sets the basis and its centres). Returns the
         deterministic ``name`` (dims ``dims`` if given)."""
         import pymc as pm
-        import pytensor.tensor as pt
         from pytensor.compile.sharedvalue import SharedVariable
         from pytensor.graph.basic import Variable
 
@@ -106,9 +106,8 @@ class RVMLatent:
         basis_dim = f"{name}_basis"
         model.add_coord(basis_dim, np.asarray(self.basis.labels, dtype=str))
         Phi = self._design(name, X, X_data)
-        alpha = pm.Gamma(f"{name}_alpha", alpha=prior.a, beta=prior.b, dims=basis_dim)
-        z = pm.Normal(f"{name}_z", 0.0, 1.0, dims=basis_dim)
-        self._w = pm.Deterministic(f"{name}_w", z / pt.sqrt(alpha), dims=basis_dim)
+        _, self._w = ard_weights(prior.a, prior.b, basis_dim,
+                                 names=(f"{name}_alpha", f"{name}_z", f"{name}_w"))
         self.name = name
         return pm.Deterministic(name, Phi @ self._w, dims=dims)
 

@@ -135,6 +135,19 @@ def _design(basis, problem, Phi_np, in_graph: bool):
     return pm.Data("Phi", np.ascontiguousarray(Phi_np), dims=("obs", "basis"))
 
 
+def ard_weights(a, b, dims, names: tuple[str, str, str] = ("alpha", "z", "w")):
+    """The RVM's hierarchical ARD prior, non-centred (T01 eqs. 5-6 with App. A's Gamma
+    hyperprior): ``alpha ~ Gamma(a, b)``, ``z ~ N(0, 1)``, ``w = z / sqrt(alpha)`` (so
+    ``w | alpha ~ N(0, 1/alpha)``), each on ``dims``; returns ``(alpha, w)``. Shared by the
+    regression and classification models and :class:`~sparsebayes.models.RVMLatent`."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    alpha = pm.Gamma(names[0], alpha=a, beta=b, dims=dims)
+    z = pm.Normal(names[1], 0.0, 1.0, dims=dims)
+    return alpha, pm.Deterministic(names[2], z / pt.sqrt(alpha), dims=dims)
+
+
 def _on_whole_basis(w, Phi):
     """``w`` with a run-time check that it holds a weight for every column of ``Phi``. A
     pruned result (the evidence methods keep only the relevance vectors) given to
@@ -189,7 +202,10 @@ def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | No
         t_obs = pm.Data("t_obs", problem.t, dims="obs")
         a = pm.Data("prior_a", float(prior.a))
         b = pm.Data("prior_b", float(prior.b))
-        alpha = pm.Gamma("alpha", alpha=a, beta=b, dims="basis")
+        if collapsed:
+            alpha = pm.Gamma("alpha", alpha=a, beta=b, dims="basis")
+        else:
+            alpha, w = ard_weights(a, b, "basis")
         if fixed_noise:
             beta = pm.Deterministic("beta", pt.as_tensor(1.0 / problem.noise_sd**2))
         else:
@@ -210,8 +226,6 @@ def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | No
                 dims="obs",
             )
         else:
-            z = pm.Normal("z", 0.0, 1.0, dims="basis")
-            w = pm.Deterministic("w", z / pt.sqrt(alpha), dims="basis")
             pm.Normal("t", mu=Phi @ _on_whole_basis(w, Phi), sigma=1.0 / pt.sqrt(beta),
                       observed=t_obs, dims="obs", shape=Phi.shape[0])
     model.rvm_info = {"kind": "regression", "collapsed": collapsed, "form": form,
@@ -262,9 +276,7 @@ def classification_model(problem, *, prior: GammaPrior | None = None,
         if collapsed:
             w = pm.StudentT("w", nu=2.0 * a, mu=0.0, sigma=pt.sqrt(b / a), dims=wdims)
         else:
-            alpha = pm.Gamma("alpha", alpha=a, beta=b, dims=wdims)
-            z = pm.Normal("z", 0.0, 1.0, dims=wdims)
-            w = pm.Deterministic("w", z / pt.sqrt(alpha), dims=wdims)
+            _, w = ard_weights(a, b, wdims)
         f = Phi @ _on_whole_basis(w, Phi)
         if softmax:
             pm.Categorical("t", logit_p=f, observed=t_obs, dims="obs", shape=Phi.shape[0])
