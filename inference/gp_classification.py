@@ -306,10 +306,23 @@ def predict_laplace(post: xr.DataTree, X_new) -> ClassPredictive:
         from .gp_multiclass import predict_laplace_multiclass
 
         return predict_laplace_multiclass(post, X_new)
-    p1 = np.clip(averaged_probability(*latent_moments(post, X_new)), 1e-300, 1 - 1e-16)
+    return class_predictive(post, averaged_probability(*latent_moments(post, X_new)),
+                            "laplace")
+
+
+def class_predictive(post: xr.DataTree, p: np.ndarray, kind: str) -> ClassPredictive:
+    """The :class:`ClassPredictive` of probabilities ``p``: ``P(classes[1])`` (n,) for two
+    classes, or (n, K) rows (clipped away from 0 and renormalised)."""
+    import json
+
     classes = np.asarray(json.loads(post.attrs["classes"]))
-    log_proba = np.stack([np.log1p(-p1), np.log(p1)], axis=1)
-    return ClassPredictive(log_proba=log_proba, classes=classes, kind="laplace")
+    if p.ndim == 2:
+        p = np.clip(p, 1e-300, None)
+        return ClassPredictive(log_proba=np.log(p / p.sum(axis=1, keepdims=True)),
+                               classes=classes, kind=kind)
+    p1 = np.clip(p, 1e-300, 1 - 1e-16)
+    return ClassPredictive(log_proba=np.stack([np.log1p(-p1), np.log(p1)], axis=1),
+                           classes=classes, kind=kind)
 
 
 def predict_plugin(post: xr.DataTree, X_new) -> ClassPredictive:
@@ -411,17 +424,8 @@ def predict_nuts(post: xr.DataTree, X_new, max_draws: int = 200) -> ClassPredict
     quadrature (K > 2: the averaged softmax, Algorithm 3.4 lines 12-16), then the mean over
     draws (the per-draw values, whose sd is the posterior spread of p, come from
     :func:`nuts_probability_draws`)."""
-    import json
-
-    p = nuts_probability_draws(post, X_new, max_draws).mean(axis=0)
-    classes = np.asarray(json.loads(post.attrs["classes"]))
-    if p.ndim == 2:
-        p = np.clip(p, 1e-300, None)
-        return ClassPredictive(log_proba=np.log(p / p.sum(axis=1, keepdims=True)),
-                               classes=classes, kind="nuts")
-    p1 = np.clip(p, 1e-300, 1 - 1e-16)
-    log_proba = np.stack([np.log1p(-p1), np.log(p1)], axis=1)
-    return ClassPredictive(log_proba=log_proba, classes=classes, kind="nuts")
+    return class_predictive(post, nuts_probability_draws(post, X_new, max_draws).mean(axis=0),
+                            "nuts")
 
 
 def nuts_probability_draws(post: xr.DataTree, X_new, max_draws: int = 200) -> np.ndarray:

@@ -24,7 +24,6 @@ hyperparameters, as in the binary case).
 
 from __future__ import annotations
 
-import json
 import time
 import warnings
 
@@ -309,7 +308,6 @@ def predict_laplace_multiclass(post: xr.DataTree, X_new) -> ClassPredictive:
             "Laplace approximation is poor here: compare kind='plugin', fix signal_sd, or use "
             "RVMClassification", NumericalWarning,
             stacklevel=4)  # user -> predict -> predict_laplace -> here
-    p = np.clip(p, 1e-300, None)
-    classes = np.asarray(json.loads(post.attrs["classes"]))
-    return ClassPredictive(log_proba=np.log(p / p.sum(axis=1, keepdims=True)), classes=classes,
-                           kind="laplace")
+    from .gp_classification import class_predictive
+
+    return class_predictive(post, p, "laplace")

@@ -279,7 +279,7 @@ def _data_names(model) -> list[str]:
 
 
 def run_sampler(model, sampler, *, draws, tune, chains, cores, seed, target_accept, key,
-                 adaptation="diag"):
+                adaptation="diag"):
     """Sample and return (posterior Dataset, normalised stats, compile s, sampling s)."""
     import pymc as pm
 
