@@ -370,15 +370,20 @@ def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int =
     X, t = problem.X - problem.X.mean(axis=0), problem.t.astype(int)
     d, n_classes = problem.n_features, problem.n_classes
     _, _, _, log_scale = _layout(problem)
+    # Data, targets and prior scales are pm.Data: the compiled sampler is reused for every
+    # data set of the same shape (the study's splits) and must sample *this* data
     with pm.Model() as model:
-        ls = pm.LogNormal("length_scale", mu=log_scale[:d], sigma=1.0, shape=d)
+        X_data = pm.Data("X", X)
+        t_data = pm.Data("t_data", t)
+        ls_mu = pm.Data("ls_prior_mu", log_scale[:d])
+        ls = pm.LogNormal("length_scale", mu=ls_mu, sigma=1.0, shape=d)
         sf = pm.HalfNormal("signal_sd", sigma=2.0)
         gp = pm.gp.Latent(cov_func=sf**2 * pm.gp.cov.ExpQuad(d, ls=ls))
         if n_classes == 2:
-            pm.Bernoulli("t", logit_p=gp.prior("f", X=X), observed=t)
+            pm.Bernoulli("t", logit_p=gp.prior("f", X=X_data), observed=t_data)
         else:  # f: (class, obs)
-            pm.Categorical("t", logit_p=gp.prior("f", X=X, n_outputs=n_classes).T,
-                           observed=t)
+            pm.Categorical("t", logit_p=gp.prior("f", X=X_data, n_outputs=n_classes).T,
+                           observed=t_data)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
     with one_blas_thread():
         post_ds, stats, t_compile, t_sample = pymc_fit.run_sampler(

@@ -146,3 +146,26 @@ def test_nuts_agrees_with_laplace_on_ripley_100():
     p_lap = predict(fit(problem, "evidence", seed=1), Xt).proba[:, 1]
     sd = nuts_probability_draws(post, Xt).std(axis=0)
     assert np.mean(np.abs(p_nuts - p_lap) <= 2 * sd) >= 0.9
+
+
+@pytest.mark.slow
+def test_reused_nuts_sampler_samples_the_new_data():
+    """The study reuses one compiled nutpie model for every data set of the same shape. The
+    GP classifier's data used to be constants of that compiled graph, so a second data set of
+    the same shape was silently sampled on the first one's points. The draws on a reused
+    sampler must equal a fresh compile's on the same data and seed (every compile here is
+    warm: the first fit fills PyTensor's cache, so no cold/warm code difference enters)."""
+    from sparsebayes.inference import pymc_fit
+
+    first = GPClassification(*datasets.ripley_mixture(30, seed=1))
+    second = GPClassification(*datasets.ripley_mixture(30, seed=2))
+    opts = dict(seed=3, draws=100, tune=100, chains=2, warn=False)
+    fit(first, "nuts", **opts)  # fills the compile caches
+    pymc_fit._COMPILED.clear()
+    fresh = fit(second, "nuts", **opts)
+    pymc_fit._COMPILED.clear()
+    fit(first, "nuts", **opts)
+    reused = fit(second, "nuts", **opts)
+    assert reused.attrs["compile_time"] == 0.0  # the first fit's sampler was reused
+    for name in ("length_scale", "signal_sd", "f"):
+        np.testing.assert_array_equal(reused["posterior"][name], fresh["posterior"][name])

@@ -289,7 +289,9 @@ def test_averaged_probabilities_that_contradict_the_latent_mean_warn():
 def test_nuts_multiclass_agrees_with_laplace_and_its_predictive_with_direct_conditioning():
     """K = 3 latent GPs sharing one SE-ARD covariance (pm.gp.Latent, n_outputs=3) with the
     softmax likelihood (GPML eq. 3.34) by NUTS vs the softmax Laplace type-II ML fit on 60
-    points. Measured: 0 divergences, R-hat 1.007, probabilities within 2 posterior sds of
+    points. 4 chains x 1000 draws: the R-hat bound must hold for every seed, not by luck
+    (measured over seeds 1-6: max R-hat 1.0016-1.0059 at 4 x 1000, but 1.0043-1.0134 at
+    2 x 500, where three of six seeds failed 1.01). Probabilities within 2 posterior sds of
     the Laplace ones at every test point (max difference 0.15), same test error (5/30).
     The predictive is checked against plain Monte Carlo from each draw's f* | f, theta
     computed by dense conditioning of the joint Gaussian (GPML eqs. 2.19/3.21)."""
@@ -302,7 +304,7 @@ def test_nuts_multiclass_agrees_with_laplace_and_its_predictive_with_direct_cond
     X, codes = _problem(90, seed=11)
     Xtr, ytr, Xte = X[:60], codes[:60], X[60:]
     problem = GPClassification(Xtr, ytr)
-    post = fit(problem, "nuts", seed=1, draws=500, tune=500, warn=False)
+    post = fit(problem, "nuts", seed=1, draws=1000, tune=1000, chains=4, warn=False)
     assert post["posterior"]["f"].dims == ("chain", "draw", "obs", "class")
     assert post.attrs["n_divergent"] <= 2
     assert post.attrs["max_rhat"] < 1.01
@@ -322,7 +324,7 @@ def test_nuts_multiclass_agrees_with_laplace_and_its_predictive_with_direct_cond
     fs = f.reshape(-1, 60, 3)
     centre = Xtr.mean(0)
     Z = np.vstack([Xtr, Xte[:5]]) - centre
-    draws = np.arange(0, fs.shape[0], 50)
+    draws = np.arange(0, fs.shape[0], 200)
     ref = np.zeros((5, 3))
     for s in draws:
         J = se_ard_covariance(Z, None, ls[s], sf[s]) + 1e-6 * np.eye(65)
