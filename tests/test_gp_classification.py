@@ -128,7 +128,10 @@ def test_result_layout_loo_and_bad_input():
 def test_nuts_agrees_with_laplace_on_ripley_100():
     """pm.gp.Latent + NUTS vs Laplace type-II ML (GPML Alg. 3.1/5.1) on 100 Ripley points:
     the predictive probabilities agree within 2 posterior sds of p at >= 90% of test points
-    (measured: 100%), R-hat < 1.01 on the hyperparameters, no divergences."""
+    (measured: 100%), R-hat < 1.01 on the hyperparameters, no divergences. The latent GP's
+    hyperparameters mix slowly (bulk ESS ~200 per 1600 draws), so the R-hat bound needs
+    4 x 2500 draws to hold for every seed rather than by luck: max R-hat over seeds 1-4
+    1.0015-1.0044 there, against 1.0037-1.0117 at 4 x 1000 (three of four above 1.01)."""
     from pathlib import Path
 
     from sparsebayes.inference.gp_classification import nuts_probability_draws
@@ -139,7 +142,7 @@ def test_nuts_agrees_with_laplace_on_ripley_100():
     Xt, _ = datasets.load_ripley("test", data_dir=data)
     Xt = Xt[::5]
     problem = GPClassification(X[idx], y[idx])
-    post = fit(problem, "nuts", seed=1, draws=800, tune=500, warn=False)  # ESS ~ 200
+    post = fit(problem, "nuts", seed=1, draws=2500, tune=1000, chains=4, warn=False)
     assert post.attrs["n_divergent"] <= 2
     assert post.attrs["max_rhat"] < 1.01
     p_nuts = predict(post, Xt).proba[:, 1]
