@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import time
-import warnings
 
 import arviz_base as azb
 import numpy as np
@@ -23,7 +22,7 @@ from scipy import linalg, optimize
 from sparsebayes.models import ConvergenceWarning, NumericalWarning
 from sparsebayes.models.gp import GPRegression, se_ard_covariance
 
-from .numerics import check_positive_int, gaussian_draws, one_blas_thread
+from .numerics import check_positive_int, gaussian_draws, one_blas_thread, warn_user
 from .predictive import (
     MixturePredictive,
     Predictive,
@@ -348,16 +347,16 @@ def fit_evidence(problem: GPRegression, *, seed: int | None = None, restarts: in
         raise linalg.LinAlgError("the GP covariance was not positive definite at any start")
     converged = any(r[1] for r in runs)
     if not converged:
-        warnings.warn(f"type-II ML did not converge from any of {len(runs)} starts in "
-                      f"max_iter={max_iter} L-BFGS-B iterations; the best iterate is kept "
-                      "(converged=False)", ConvergenceWarning, stacklevel=3)
+        warn_user(f"type-II ML did not converge from any of {len(runs)} starts in "
+                  f"max_iter={max_iter} L-BFGS-B iterations; the best iterate is kept "
+                  "(converged=False)", ConvergenceWarning)
     d = problem.n_features
     ls, sf, sn = _split(theta, d)
     _, lo, hi, _ = _layout(problem)
     at_bound = np.isnan(_layout(problem)[0]) & ((theta <= lo + 1e-6) | (theta >= hi - 1e-6))
     if at_bound[d + 1]:
-        warnings.warn(f"the noise sd ({sn:.3g}) reached a bound of its range "
-                      f"{NOISE_BOUNDS} x sd(t)", NumericalWarning, stacklevel=3)
+        warn_user(f"the noise sd ({sn:.3g}) reached a bound of its range "
+                  f"{NOISE_BOUNDS} x sd(t)", NumericalWarning)
     post = {
         "length_scale": ls[None, None, :],
         "signal_sd": np.full((1, 1), sf),

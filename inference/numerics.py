@@ -28,7 +28,7 @@ __all__ = [
     "gaussian_draws",
     "check_positive_int",
     "unknown_names",
-    "warn",
+    "warn_user",
 ]
 
 LOG_2PI = np.log(2 * np.pi)
@@ -48,12 +48,10 @@ def cholesky(H: np.ndarray) -> np.ndarray:
             L = linalg.cholesky(H + jitter * np.eye(H.shape[0]), lower=True, check_finite=False)
         except linalg.LinAlgError:
             continue
-        warnings.warn(
+        warn_user(
             f"the posterior precision A + Phi^T B Phi was not numerically positive definite "
             f"(ill-conditioned or duplicate basis columns); added jitter {jitter:.2g}",
-            NumericalWarning,
-            stacklevel=3,
-        )
+            NumericalWarning)
         return L
     raise linalg.LinAlgError("posterior precision is not positive definite even with jitter")
 
@@ -160,7 +158,7 @@ def unknown_names(what: str, names, valid, where: str) -> str:
 _OWN_CODE = tuple(os.path.dirname(f) + os.sep for f in (sparsebayes.models.__file__, __file__))
 
 
-def warn(message: str, category: type[Warning]) -> None:
+def warn_user(message: str, category: type[Warning]) -> None:
     """``warnings.warn`` at the user's line: the first caller outside sparsebayes, however
     deep in the library the warning is raised (no ``stacklevel`` to count by hand)."""
     warnings.warn(message, category, skip_file_prefixes=_OWN_CODE)

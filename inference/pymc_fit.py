@@ -30,8 +30,7 @@ from sparsebayes.models.pymc_models import (
 )
 
 from .laplace import likelihood_for
-from .numerics import check_positive_int, one_blas_thread
-from .numerics import warn as _warn  # "warn" is also fit_nuts' and diagnose's argument
+from .numerics import check_positive_int, one_blas_thread, warn_user
 from .results import gaussian_log_likelihood, make_datatree
 
 __all__ = [
@@ -380,7 +379,7 @@ def diagnose(post: xr.DataTree, var_names=("alpha", "beta", "w"), *, warn: bool 
             problems.append(f"min {kind} ESS {out[f'min_ess_{kind}']:.0f} < {need:.0f}")
     out["ok"] = not problems
     if problems and warn:
-        _warn("NUTS diagnostics look bad: " + "; ".join(problems) + ". Run more draws or "
+        warn_user("NUTS diagnostics look bad: " + "; ".join(problems) + ". Run more draws or "
               "chains before trusting the posterior.", SamplingWarning)
     return out
 
@@ -441,7 +440,7 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
     woodbury = collapsed and problem.kind == "regression"
     cost = mcmc_cost(N, M, n_params, draws, tune, chains, collapsed=woodbury, cores=cores)
     if cost > max_seconds:
-        _warn(
+        warn_user(
             f"this NUTS run is large (N={N}, M={M}, {n_params} parameters, {chains} x "
             f"{draws + tune} iterations): expect roughly {cost / 60:.0f} minutes "
             f"(about {mcmc_cost(N, M, n_params, 1, 0, 1, collapsed=woodbury) * 1e3:.1f} ms "
@@ -586,7 +585,7 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
     alpha, beta, w = _draws(problem, post, prior, collapsed, rng, shape=(chains, draws))
     elbo = float(-np.mean(hist[-window:]))
     if not callback.converged:
-        _warn(f"{name} did not converge in max_iter={max_iter} iterations (the ELBO still "
+        warn_user(f"{name} did not converge in max_iter={max_iter} iterations (the ELBO still "
               "rises beyond its noise); the result is the last iterate (converged=False)",
               SamplingWarning)
     elif progressbar:  # in place of PyMC's "Interrupted at ..." line

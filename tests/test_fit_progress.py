@@ -89,3 +89,21 @@ def test_nuts_progressbar_with_pymcs_sampler(problem, capfd):
     assert {str(w.message)[:12] for w in ours} == {"this NUTS ru", "NUTS diagnos"}
     assert all(w.filename == __file__ for w in ours)
     assert "Interrupted" not in "".join(capfd.readouterr())
+
+
+@pytest.mark.parametrize("method", ["evidence", "evidence-mackay", "vrvm"])
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_evidence_warnings_point_at_the_callers_line(problem, method, task):
+    """The ConvergenceWarning of every closed-form method, raised two to four calls below
+    fit(), names this file (it named api.py)."""
+    from sparsebayes.models import ConvergenceWarning, RVMClassification
+
+    if task == "classification":
+        X = problem.X
+        problem = RVMClassification(X, (X[:, 0] > 0.5).astype(int), kernel=problem.kernel)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit(problem, method, max_iter=2)
+    ours = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert ours and all(w.filename == __file__ for w in ours), \
+        [(w.filename, w.lineno) for w in ours]
