@@ -18,7 +18,7 @@ from sparsebayes.models.datasets import CLASSIFICATION, REGRESSION, Split
 
 from . import storage
 from .data import load_split
-from .specs import BASELINES, FAMILIES, DataSpec, MethodSpec, seed_of
+from .specs import BASELINES, FAMILIES, RUNNER_OPTIONS, DataSpec, MethodSpec, seed_of
 
 __all__ = ["Cell", "run_cell", "score"]
 
@@ -266,9 +266,7 @@ def _run(cell: Cell) -> dict[str, Any]:
         arrays = {}
         kind, pkind = FAMILIES[cell.method.family][task]
         pkind = opts.pop("predict", pkind)
-        runner = {k: opts.pop(k) for k in ("learn_width", "ard", "bias", "kernel", "cv",
-                                           "centres")
-                  if k in opts}
+        runner = {k: opts.pop(k) for k in RUNNER_OPTIONS if k in opts}  # width etc. gone
         start = time.perf_counter()
         width = float(widths[0])
         is_gp = kind in ("gp", "gp_classification")

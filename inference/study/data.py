@@ -71,6 +71,11 @@ def _is_int(value) -> bool:
     return isinstance(value, int | np.integer) and not isinstance(value, bool)
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, int | float | np.integer | np.floating) and \
+        not isinstance(value, bool)
+
+
 def check_data_options(name: str, options: dict[str, Any], valid, n: int | None = None
                        ) -> None:
     """``ValueError`` for an option of data set ``name`` that is unknown (not in ``valid``;
@@ -86,7 +91,7 @@ def check_data_options(name: str, options: dict[str, Any], valid, n: int | None 
         raise ValueError(f"{where} folds must be an integer >= 2"
                          + (f" and <= {n} (the rows)" if n else "") + f", got {folds!r}")
     tf = options.get("test_fraction", 0.2)
-    if not (isinstance(tf, float | int) and not isinstance(tf, bool) and 0 < tf < 1):
+    if not (_is_number(tf) and 0 < tf < 1):
         raise ValueError(f"{where} test_fraction must lie in (0, 1), got {tf!r}")
     n_train = options.get("n_train")
     if n_train is not None:
@@ -101,7 +106,7 @@ def check_data_options(name: str, options: dict[str, Any], valid, n: int | None 
     if n_test is not None and not (_is_int(n_test) and n_test > 0):
         raise ValueError(f"{where} n_test must be a positive integer, got {n_test!r}")
     width = options.get("width")
-    if width is not None and not (isinstance(width, float | int) and width > 0):
+    if width is not None and not (_is_number(width) and width > 0):
         raise ValueError(f"{where} width must be a positive number, got {width!r}")
 
 

@@ -257,7 +257,6 @@ class MethodSpec:
                 return "sparsebayes.models has no GPRegression yet"
         return None
 
-
     def check_options(self, task: str) -> None:
         """``ValueError`` naming an option that neither the runner (:data:`RUNNER_OPTIONS`)
         nor the fit method on a ``task`` data set takes (read from its signature,
