@@ -7,6 +7,7 @@ Methods are looked up in registries that name a module and a function, so import
 from __future__ import annotations
 
 import importlib
+import inspect
 import time
 from typing import Any
 
@@ -15,9 +16,10 @@ import xarray as xr
 
 from sparsebayes.models import GammaPrior
 
+from .numerics import unknown_names
 from .results import library_versions
 
-__all__ = ["fit", "predict", "FIT_METHODS", "PREDICT_KINDS"]
+__all__ = ["fit", "predict", "fit_options", "FIT_METHODS", "PREDICT_KINDS"]
 
 # problem kind -> method -> "module:function"; each function is fn(problem, *, seed, **options)
 FIT_METHODS: dict[str, dict[str, str]] = {
@@ -66,6 +68,18 @@ def _resolve(target: str):
     return getattr(importlib.import_module(f".{module}", __package__), func)
 
 
+_FIT_OWN = ("posterior_predictive", "prior_predictive")  # fit()'s options, not the method's
+
+
+def fit_options(kind: str, method: str) -> tuple[str, ...]:
+    """The keyword options ``fit(problem, method, **options)`` takes for a problem ``kind``
+    (``"regression"``, ...): the method function's keyword arguments (read from its
+    signature) and fit's own, ``seed`` aside."""
+    params = inspect.signature(_resolve(FIT_METHODS[kind][method])).parameters.values()
+    names = {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    return tuple(sorted((names | set(_FIT_OWN)) - {"seed"}))
+
+
 def fit(problem, method: str = "evidence", *, seed: int | None = None,
         posterior_predictive: bool = False, prior_predictive: bool = False,
         **options: Any) -> xr.DataTree:
@@ -98,6 +112,10 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
         )
     if seed is not None and (not isinstance(seed, int | np.integer) or seed < 0):
         raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
+    bad = set(options) - set(fit_options(kind, method))
+    if bad:
+        raise TypeError(unknown_names("option", bad, fit_options(kind, method),
+                                      f"fit(..., {method!r}) of a {type(problem).__name__}"))
     start = time.perf_counter()
     post = _resolve(FIT_METHODS[kind][method])(problem, seed=seed, **options)
     post.attrs.update(

@@ -32,6 +32,7 @@ from .numerics import (
     gram_weight_posterior,
     log_evidence,
     one_blas_thread,
+    warn_user,
     weight_posterior,
 )
 from .results import draw_gaussian, gaussian_log_likelihood, make_datatree, pointwise_budget_ok
@@ -378,16 +379,15 @@ def check_basis(problem) -> None:
     what = "X" if problem.centres is None else "centres"
     n_dup = X.shape[0] - np.unique(X, axis=0).shape[0]
     if n_dup:
-        warnings.warn(f"{what} has {n_dup} duplicate rows: their kernel columns are identical, "
-                      "so at most one of each can become a relevance vector", NumericalWarning,
-                      stacklevel=4)
+        warn_user(f"{what} has {n_dup} duplicate rows: their kernel columns are identical, "
+                  "so at most one of each can become a relevance vector", NumericalWarning)
     kernel = problem.kernel
     if isinstance(kernel, GaussianKernel):
         extent = np.ptp(X, axis=0) * np.ones_like(np.atleast_1d(kernel.width))
         if np.all(np.asarray(kernel.width) > 100 * np.maximum(extent, 1e-300)):
-            warnings.warn(f"kernel width {kernel.width} is far larger than the input range "
-                          f"{np.ptp(X, axis=0)}: the kernel columns are nearly constant and "
-                          "collinear", NumericalWarning, stacklevel=4)
+            warn_user(f"kernel width {kernel.width} is far larger than the input range "
+                      f"{np.ptp(X, axis=0)}: the kernel columns are nearly constant and "
+                      "collinear", NumericalWarning)
 
 
 def _symmetric_block(basis: Basis, X: np.ndarray) -> tuple[int, int] | None:
@@ -651,16 +651,16 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, widt
         post = _to_datatree(problem, sol, method=method, seed=seed, draws=draws,
                             chains=chains)
     for note in sol.notes:
-        warnings.warn(note, NumericalWarning, stacklevel=3)
+        warn_user(note, NumericalWarning)
     if sol.beta >= BETA_MAX_FACTOR / sol.var_t * (1 - 1e-12):
-        warnings.warn(
+        warn_user(
             "the noise estimate hit its floor (noise sd = 1e-3 sd(t)): the basis interpolates "
             "the targets; fix noise_sd if the data are noise-free",
-            NumericalWarning, stacklevel=3)
+            NumericalWarning)
     if not sol.converged:
-        warnings.warn(
+        warn_user(
             f"{method} did not converge in max_iter={max_iter} iterations; the result is "
-            "the last iterate (converged=False)", ConvergenceWarning, stacklevel=3)
+            "the last iterate (converged=False)", ConvergenceWarning)
     return post
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import time
-import warnings
 
 import arviz_base as azb
 import numpy as np
@@ -23,7 +22,7 @@ from scipy import linalg, optimize
 from sparsebayes.models import ConvergenceWarning, NumericalWarning
 from sparsebayes.models.gp import GPRegression, se_ard_covariance
 
-from .numerics import check_positive_int, gaussian_draws, one_blas_thread
+from .numerics import check_positive_int, gaussian_draws, one_blas_thread, warn_user
 from .predictive import (
     MixturePredictive,
     Predictive,
@@ -348,16 +347,16 @@ def fit_evidence(problem: GPRegression, *, seed: int | None = None, restarts: in
         raise linalg.LinAlgError("the GP covariance was not positive definite at any start")
     converged = any(r[1] for r in runs)
     if not converged:
-        warnings.warn(f"type-II ML did not converge from any of {len(runs)} starts in "
-                      f"max_iter={max_iter} L-BFGS-B iterations; the best iterate is kept "
-                      "(converged=False)", ConvergenceWarning, stacklevel=3)
+        warn_user(f"type-II ML did not converge from any of {len(runs)} starts in "
+                  f"max_iter={max_iter} L-BFGS-B iterations; the best iterate is kept "
+                  "(converged=False)", ConvergenceWarning)
     d = problem.n_features
     ls, sf, sn = _split(theta, d)
     _, lo, hi, _ = _layout(problem)
     at_bound = np.isnan(_layout(problem)[0]) & ((theta <= lo + 1e-6) | (theta >= hi - 1e-6))
     if at_bound[d + 1]:
-        warnings.warn(f"the noise sd ({sn:.3g}) reached a bound of its range "
-                      f"{NOISE_BOUNDS} x sd(t)", NumericalWarning, stacklevel=3)
+        warn_user(f"the noise sd ({sn:.3g}) reached a bound of its range "
+                  f"{NOISE_BOUNDS} x sd(t)", NumericalWarning)
     post = {
         "length_scale": ls[None, None, :],
         "signal_sd": np.full((1, 1), sf),
@@ -378,19 +377,21 @@ def fit_evidence(problem: GPRegression, *, seed: int | None = None, restarts: in
 
 def fit_nuts(problem: GPRegression, *, seed: int | None = None, sampler: str = "nutpie",
              draws: int = 1000, tune: int = 1000, chains: int = 2, cores: int | None = None,
-             target_accept: float = 0.9, warn: bool = True) -> xr.DataTree:
+             target_accept: float = 0.9, warn: bool = True,
+             progressbar: bool | None = None) -> xr.DataTree:
     """Posterior of the hyperparameters by NUTS on the ``pm.gp.Marginal`` model
     (:func:`~sparsebayes.models.gp.gp_model`, proper data-scaled priors); predictions then
-    average the GP predictive over the draws (:func:`predict_gp`)."""
+    average the GP predictive over the draws (:func:`predict_gp`). ``progressbar`` as in
+    :func:`~.pymc_fit.fit_nuts`."""
     from . import pymc_fit
 
     if not isinstance(problem, GPRegression):
         raise TypeError(f"expected a GPRegression, got {type(problem).__name__}")
     draws = check_positive_int("draws", draws)
     chains = check_positive_int("chains", chains)
-    tune = check_positive_int("tune", tune, allow_zero=True)
     if sampler not in pymc_fit.SAMPLERS:
         raise ValueError(f"unknown sampler {sampler!r}; choose one of {pymc_fit.SAMPLERS}")
+    tune = pymc_fit.check_tune(tune, sampler)
     if not (isinstance(target_accept, float | int) and 0 < target_accept < 1):
         raise ValueError(f"target_accept must lie in (0, 1), got {target_accept!r}")
     cores = min(chains, 2) if cores is None else check_positive_int("cores", cores)
@@ -403,7 +404,8 @@ def fit_nuts(problem: GPRegression, *, seed: int | None = None, sampler: str = "
     with one_blas_thread():
         post_ds, stats, t_compile, t_sample = pymc_fit.run_sampler(
             model, sampler, draws=draws, tune=tune, chains=chains, cores=cores,
-            seed=seed_int, target_accept=float(target_accept), key=key)
+            seed=seed_int, target_accept=float(target_accept), key=key,
+            progressbar=pymc_fit.show_progress(progressbar))
     shape = (chains, draws)
     d = problem.n_features
     post = {}

@@ -351,14 +351,15 @@ def predict_plugin(post: xr.DataTree, X_new) -> ClassPredictive:
 
 def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int = 500,
              tune: int = 500, chains: int = 2, target_accept: float = 0.9,
-             warn: bool = True) -> xr.DataTree:
+             warn: bool = True, progressbar: bool | None = None) -> xr.DataTree:
     """Joint posterior of the SE-ARD hyperparameters and the latent ``f`` by NUTS (nutpie) on
     a ``pm.gp.Latent`` prior (non-centred) with a Bernoulli-logit likelihood; for K > 2
     classes K latent GPs sharing the covariance (``n_outputs=K``) and the softmax likelihood
     (GPML §3.5, eq. 3.34), the model of :func:`.gp_multiclass.fit_evidence_multiclass`.
     Priors (inputs centred): ``length_scale_d ~ LogNormal(ln sd(x_d), 1)`` as for GP
     regression, and ``signal_sd ~ HalfNormal(2)`` (a logit sd of 2 spans probabilities
-    0.02-0.98). ``f`` has dims (obs) for two classes, (obs, class) for more."""
+    0.02-0.98). ``f`` has dims (obs) for two classes, (obs, class) for more.
+    ``progressbar`` as in :func:`~.pymc_fit.fit_nuts`."""
     if not isinstance(problem, GPClassification):
         raise TypeError(f"expected a GPClassification, got {type(problem).__name__}")
     import pymc as pm
@@ -367,6 +368,8 @@ def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int =
 
     draws = check_positive_int("draws", draws)
     chains = check_positive_int("chains", chains)
+    tune = pymc_fit.check_tune(tune, "nutpie")
+    progressbar = pymc_fit.show_progress(progressbar)
     X, t = problem.X - problem.X.mean(axis=0), problem.t.astype(int)
     d, n_classes = problem.n_features, problem.n_classes
     _, _, _, log_scale = _layout(problem)
@@ -389,7 +392,7 @@ def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int =
         post_ds, stats, t_compile, t_sample = pymc_fit.run_sampler(
             model, "nutpie", draws=draws, tune=tune, chains=chains, cores=min(chains, 2),
             seed=seed_int, target_accept=float(target_accept),
-            key=("gp_classification", n_classes, *X.shape))
+            key=("gp_classification", n_classes, *X.shape), progressbar=progressbar)
     n = t.size
     coords = {"feature": np.arange(d), "obs": np.arange(n)}
     if n_classes == 2:

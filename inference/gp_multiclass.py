@@ -25,7 +25,6 @@ hyperparameters, as in the binary case).
 from __future__ import annotations
 
 import time
-import warnings
 
 import arviz_base as azb
 import numpy as np
@@ -38,7 +37,7 @@ from sparsebayes.models.gp import se_ard_covariance
 from sparsebayes.models.kernels import sq_distances
 
 from .class_predictive import ClassPredictive
-from .numerics import check_positive_int, gaussian_draws
+from .numerics import check_positive_int, gaussian_draws, warn_user
 from .predictive import check_new_inputs
 
 __all__ = ["softmax_laplace_mode", "laplace_covariance", "latent_moments_multiclass",
@@ -109,9 +108,9 @@ def softmax_laplace_mode(K: np.ndarray, codes: np.ndarray, n_classes: int,
             converged = True
             break
     if not converged:
-        warnings.warn(f"softmax Laplace mode (GPML Algorithm 3.3) did not converge in "
-                      f"max_iter={max_iter} Newton steps (last step {step:.2e})",
-                      ConvergenceWarning, stacklevel=2)
+        warn_user(f"softmax Laplace mode (GPML Algorithm 3.3) did not converge in "
+                  f"max_iter={max_iter} Newton steps (last step {step:.2e})",
+                  ConvergenceWarning)
     P = softmax(F, axis=1)
     E, M, z = _blocks(K, P)
     a = Y - P  # at the mode K^-1 f = y - pi (GPML eq. 3.40)
@@ -299,15 +298,14 @@ def predict_laplace_multiclass(post: xr.DataTree, X_new) -> ClassPredictive:
     if flips.sum() > max(1, 0.05 * flips.size):
         sd = np.sqrt(np.diagonal(cov, axis1=1, axis2=2))[flips]
         sf = float(post["posterior"]["signal_sd"].values.flat[0])
-        warnings.warn(
+        warn_user(
             f"the averaged probabilities pick another class than the latent mean at "
             f"{int(flips.sum())} of {flips.size} inputs: there the classes' latent predictive "
             f"sds (up to {sd.max():.3g}; signal sd {sf:.3g}) are unequal (by up to "
             f"{float(np.max(sd.max(1) / sd.min(1))):.2g}x) and large against the gaps between "
             "their means, so the average favours the widest class, not the likeliest. The "
             "Laplace approximation is poor here: compare kind='plugin', fix signal_sd, or use "
-            "RVMClassification", NumericalWarning,
-            stacklevel=4)  # user -> predict -> predict_laplace -> here
+            "RVMClassification", NumericalWarning)
     from .gp_classification import class_predictive
 
     return class_predictive(post, p, "laplace")

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,7 +41,7 @@ from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning
 from sparsebayes.models.kernels import GaussianKernel, sq_distances
 
 from . import compiled
-from .numerics import cholesky, one_blas_thread
+from .numerics import cholesky, one_blas_thread, warn_user
 from .results import draw_gaussian, lazy_array, make_datatree
 from .sequential import BlockProducts, DenseProducts, Policy, SequentialSparseBayes
 from .statistics import check_memory
@@ -701,9 +700,8 @@ def check_classes(problem) -> None:
     counts = np.bincount(problem.t, minlength=problem.n_classes)
     single = problem.classes[counts == 1]
     if single.size:
-        warnings.warn(f"class(es) {single.tolist()} have a single training example: their "
-                      "weights and probabilities rest on one point", NumericalWarning,
-                      stacklevel=4)
+        warn_user(f"class(es) {single.tolist()} have a single training example: their "
+                  "weights and probabilities rest on one point", NumericalWarning)
 
 
 def _draws_loglik(lik, theta_draws: np.ndarray, Phi_act: np.ndarray, cls: np.ndarray
@@ -798,17 +796,15 @@ def warn_fit(notes, at_floor: int, alpha_min: float, converged: bool, method: st
     """The warnings of a classification fit: its notes, weights at the alpha floor
     (separable classes), no convergence."""
     for note in notes:
-        warnings.warn(note, NumericalWarning, stacklevel=4)
+        warn_user(note, NumericalWarning)
     if at_floor:
-        warnings.warn(
+        warn_user(
             f"{at_floor} weight precision(s) hit the floor alpha_min={alpha_min:g} (unit-"
             "norm columns): the classes are (nearly) separable and only the bound keeps the "
-            "weights finite; the probabilities are very confident", NumericalWarning,
-            stacklevel=4)
+            "weights finite; the probabilities are very confident", NumericalWarning)
     if not converged:
-        warnings.warn(f"{method} did not converge in max_iter={max_iter} iterations; the "
-                      "result is the last iterate (converged=False)", ConvergenceWarning,
-                      stacklevel=4)
+        warn_user(f"{method} did not converge in max_iter={max_iter} iterations; the "
+                  "result is the last iterate (converged=False)", ConvergenceWarning)
 
 
 def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, likelihood,

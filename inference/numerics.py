@@ -5,12 +5,15 @@ statistics, the BLAS-thread limit and small validators."""
 from __future__ import annotations
 
 import contextlib
+import difflib
 import functools
+import os
 import warnings
 
 import numpy as np
 from scipy import linalg
 
+import sparsebayes.models
 from sparsebayes.models import NumericalWarning
 
 __all__ = [
@@ -24,6 +27,8 @@ __all__ = [
     "one_blas_thread",
     "gaussian_draws",
     "check_positive_int",
+    "unknown_names",
+    "warn_user",
 ]
 
 LOG_2PI = np.log(2 * np.pi)
@@ -43,12 +48,10 @@ def cholesky(H: np.ndarray) -> np.ndarray:
             L = linalg.cholesky(H + jitter * np.eye(H.shape[0]), lower=True, check_finite=False)
         except linalg.LinAlgError:
             continue
-        warnings.warn(
+        warn_user(
             f"the posterior precision A + Phi^T B Phi was not numerically positive definite "
             f"(ill-conditioned or duplicate basis columns); added jitter {jitter:.2g}",
-            NumericalWarning,
-            stacklevel=3,
-        )
+            NumericalWarning)
         return L
     raise linalg.LinAlgError("posterior precision is not positive definite even with jitter")
 
@@ -133,6 +136,32 @@ def check_positive_int(name: str, value, allow_zero: bool = False) -> int:
         kind = "a non-negative" if allow_zero else "a positive"
         raise ValueError(f"{name} must be {kind} integer, got {value!r}")
     return int(value)
+
+
+def unknown_names(what: str, names, valid, where: str) -> str:
+    """The message for names that are not among ``valid``, with the closest valid name of
+    each (difflib): "unknown option 'draw' for rvm/nuts; did you mean 'draws'? (valid: ...)"."""
+    names, valid = sorted(map(str, names)), sorted(map(str, valid))
+    head = f"unknown {what} {names[0]!r}" if len(names) == 1 else f"unknown {what}s {names}"
+    hints = []
+    lower = {v.lower(): v for v in valid}
+    for name in names:
+        close = difflib.get_close_matches(name.lower(), list(lower), n=1)
+        if close:
+            hints.append(f"did you mean {lower[close[0]]!r}"
+                         + (f" for {name!r}" if len(names) > 1 else ""))
+    hint = f"; {', '.join(hints)}?" if hints else ""
+    return f"{head} for {where}{hint} (valid: {', '.join(valid) or 'none'})"
+
+
+# the library's own source folders: a warning is reported at the first frame outside them
+_OWN_CODE = tuple(os.path.dirname(f) + os.sep for f in (sparsebayes.models.__file__, __file__))
+
+
+def warn_user(message: str, category: type[Warning]) -> None:
+    """``warnings.warn`` at the user's line: the first caller outside sparsebayes, however
+    deep in the library the warning is raised (no ``stacklevel`` to count by hand)."""
+    warnings.warn(message, category, skip_file_prefixes=_OWN_CODE)
 
 
 def gaussian_draws(mean: np.ndarray, cov: np.ndarray, size: int,

@@ -22,15 +22,13 @@ With them ``az.loo_pit``, ``az.plot_ppc_dist``, ``az.plot_ppc_pit``, ``az.plot_l
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import xarray as xr
 from scipy.special import expit, softmax
 
 from sparsebayes.models import GammaPrior, NumericalWarning
 
-from .numerics import check_positive_int
+from .numerics import check_positive_int, warn_user
 from .predictive import check_new_inputs
 from .results import basis_from_posterior
 
@@ -158,10 +156,9 @@ def add_prior_predictive(post: xr.DataTree, draws: int = 500, seed: int | None =
             beta = None
         t = _draw_targets(kind, Phi, w, beta, rng)
     if not (np.all(np.isfinite(w)) and np.all(np.isfinite(t))):
-        warnings.warn(
+        warn_user(
             f"non-finite prior draws: the hyperprior {prior} puts mass on alpha so small that "
-            "w = z / sqrt(alpha) overflows; a larger shape a bounds it", NumericalWarning,
-            stacklevel=2)
+            "w = z / sqrt(alpha) overflows; a larger shape a bounds it", NumericalWarning)
     coords = {"chain": [0], "draw": np.arange(draws)}
     dims = {name: pos[name].dims for name in ("alpha", "z", "w")}
     own = {"alpha": np.exp(log_alpha), "z": z, "w": w}

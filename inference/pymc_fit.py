@@ -11,8 +11,11 @@ over ``w``, so it integrates ``alpha`` out instead: ``w`` with its marginal Stud
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import sys
 import time
-import warnings
 from importlib.util import find_spec
 
 import numpy as np
@@ -27,7 +30,7 @@ from sparsebayes.models.pymc_models import (
 )
 
 from .laplace import likelihood_for
-from .numerics import check_positive_int, one_blas_thread
+from .numerics import check_positive_int, one_blas_thread, warn_user
 from .results import gaussian_log_likelihood, make_datatree
 
 __all__ = [
@@ -39,6 +42,8 @@ __all__ = [
     "mcmc_cost",
     "normalise_sample_stats",
     "ElboConvergence",
+    "show_progress",
+    "check_tune",
 ]
 
 SAMPLERS = ("nutpie", "pymc", "numpyro", "blackjax")
@@ -71,6 +76,36 @@ def mcmc_cost(N: int, M: int, n_params: int, draws: int, tune: int, chains: int,
     flops = (2.0 * M**3 + 4.0 * N * M) if collapsed else 6.0 * N * n_params
     steps = float(chains) * (draws + tune) * steps_per_draw
     return steps * flops / FLOPS_PER_SECOND / max(1, min(chains, cores))
+
+
+def show_progress(progressbar: bool | None) -> bool:
+    """Whether to show the sampler's / optimiser's progress bar: ``progressbar`` when given,
+    else (``None``) on in an interactive session (a terminal or Jupyter) and off under CI
+    (environment variable ``CI`` set) or when the output is not a terminal (a log file, a
+    study's worker)."""
+    if progressbar is not None:
+        if not isinstance(progressbar, bool | np.bool_):
+            raise TypeError(f"progressbar must be True, False or None (automatic), got "
+                            f"{progressbar!r}")
+        return bool(progressbar)
+    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        return False
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if hasattr(ipython, "get_ipython") else None
+    if type(shell).__name__ == "ZMQInteractiveShell":  # Jupyter
+        return True
+    return sys.stderr.isatty()
+
+
+def check_tune(tune, sampler: str) -> int:
+    """``tune`` as an int >= 0; nutpie needs at least one tuning step (its adaptation
+    asserts it: ``tune=0`` makes the Rust sampler panic)."""
+    tune = check_positive_int("tune", tune, allow_zero=True)
+    if sampler == "nutpie" and tune < 1:
+        raise ValueError("tune must be >= 1 with sampler='nutpie' (its step-size and mass "
+                         "matrix adaptation needs at least one tuning step; tune=0 makes it "
+                         "panic); give tune >= 1, or sampler='pymc' to sample without tuning")
+    return tune
 
 
 def _check_prior(problem, prior, method: str) -> GammaPrior:
@@ -279,7 +314,7 @@ def _data_names(model) -> list[str]:
 
 
 def run_sampler(model, sampler, *, draws, tune, chains, cores, seed, target_accept, key,
-                adaptation="diag"):
+                adaptation="diag", progressbar: bool = False):
     """Sample and return (posterior Dataset, normalised stats, compile s, sampling s)."""
     import pymc as pm
 
@@ -289,7 +324,7 @@ def run_sampler(model, sampler, *, draws, tune, chains, cores, seed, target_acce
         compiled, t_compile = _compile_nutpie(model, key)
         start = time.perf_counter()
         tr = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, cores=cores,
-                           seed=seed, target_accept=target_accept, progress_bar=False,
+                           seed=seed, target_accept=target_accept, progress_bar=progressbar,
                            save_warmup=False, adaptation=adaptation)
         t_sample = time.perf_counter() - start
     else:
@@ -303,7 +338,8 @@ def run_sampler(model, sampler, *, draws, tune, chains, cores, seed, target_acce
         start = time.perf_counter()
         tr = pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, random_seed=seed,
                        nuts_sampler=sampler, target_accept=target_accept, model=model,
-                       progressbar=False, compute_convergence_checks=False, quiet=True)
+                       progressbar=progressbar, compute_convergence_checks=False,
+                       quiet=not progressbar)
         t_sample = time.perf_counter() - start
         t_compile = float("nan")  # PyMC compiles inside pm.sample
     return tr["posterior"].to_dataset(), normalise_sample_stats(
@@ -343,9 +379,8 @@ def diagnose(post: xr.DataTree, var_names=("alpha", "beta", "w"), *, warn: bool 
             problems.append(f"min {kind} ESS {out[f'min_ess_{kind}']:.0f} < {need:.0f}")
     out["ok"] = not problems
     if problems and warn:
-        warnings.warn("NUTS diagnostics look bad: " + "; ".join(problems) + ". Run more "
-                      "draws or chains before trusting the posterior.", SamplingWarning,
-                      stacklevel=4)  # user -> fit -> fit_nuts -> here
+        warn_user("NUTS diagnostics look bad: " + "; ".join(problems) + ". Run more draws or "
+              "chains before trusting the posterior.", SamplingWarning)
     return out
 
 
@@ -353,8 +388,8 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
              tune: int = 1000, chains: int = 4, cores: int | None = None,
              target_accept: float | None = None, prior: GammaPrior | None = None,
              collapsed: bool | None = None, likelihood: str | None = None,
-             max_seconds: float = 600.0, warn: bool = True, adaptation: str = "diag"
-             ) -> xr.DataTree:
+             max_seconds: float = 600.0, warn: bool = True, adaptation: str = "diag",
+             progressbar: bool | None = None) -> xr.DataTree:
     """Full posterior by NUTS.
 
     Regression: the collapsed model (``collapsed=False`` samples the naive non-centred joint
@@ -378,6 +413,8 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
         :func:`mcmc_cost` expects a longer run.
     warn : warn when divergences, R-hat or ESS look bad (see :func:`diagnose`).
     adaptation : nutpie's mass-matrix adaptation, "diag" or "low_rank".
+    progressbar : the sampler's progress bar (nutpie's or PyMC's); ``None``: on in an
+        interactive session, off under CI or without a terminal (:func:`show_progress`).
     """
     if adaptation not in ("diag", "low_rank"):
         raise ValueError(f"adaptation must be 'diag' or 'low_rank', got {adaptation!r}")
@@ -385,7 +422,8 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
         raise ValueError(f"unknown sampler {sampler!r}; choose one of {SAMPLERS}")
     draws = check_positive_int("draws", draws)
     chains = check_positive_int("chains", chains)
-    tune = check_positive_int("tune", tune, allow_zero=True)
+    tune = check_tune(tune, sampler)
+    progressbar = show_progress(progressbar)
     if target_accept is None:
         target_accept = 0.9 if problem.kind == "regression" else 0.95
     if not (isinstance(target_accept, float | int) and 0 < target_accept < 1):
@@ -402,12 +440,12 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
     woodbury = collapsed and problem.kind == "regression"
     cost = mcmc_cost(N, M, n_params, draws, tune, chains, collapsed=woodbury, cores=cores)
     if cost > max_seconds:
-        warnings.warn(
+        warn_user(
             f"this NUTS run is large (N={N}, M={M}, {n_params} parameters, {chains} x "
             f"{draws + tune} iterations): expect roughly {cost / 60:.0f} minutes "
             f"(about {mcmc_cost(N, M, n_params, 1, 0, 1, collapsed=woodbury) * 1e3:.1f} ms "
             "per draw and chain). Consider the 'evidence' or 'advi' methods, fewer draws, "
-            "or a subset of the basis.", SamplingWarning, stacklevel=3)
+            "or a subset of the basis.", SamplingWarning)
     model = _model_for(problem, prior, collapsed, likelihood)
     key = (problem.kind, collapsed, model.rvm_info.get("form"), model.rvm_info.get("softmax"),
            getattr(problem, "noise_sd", None) is not None, N, M, K)
@@ -416,7 +454,7 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
         post_ds, stats, t_compile, t_sample = run_sampler(
             model, sampler, draws=draws, tune=tune, chains=chains, cores=cores,
             seed=seed_int, target_accept=float(target_accept), key=key,
-            adaptation=adaptation)
+            adaptation=adaptation, progressbar=progressbar)
     rng = np.random.default_rng(None if seed is None else seed + 1)
     alpha, beta, w = _draws(problem, post_ds, prior, collapsed, rng)
     attrs = {
@@ -488,14 +526,28 @@ def _start_point(problem, model) -> dict:
     return start
 
 
+@contextlib.contextmanager
+def _quiet_vi_log():
+    """Silence pm.fit's INFO lines ("Interrupted at 1,499 [4%]: Average Loss = ..." when
+    :class:`ElboConvergence` stops it): _fit_vi says what happened itself."""
+    log = logging.getLogger("pymc.variational.inference")
+    level = log.level
+    log.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
 def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate, draws,
-            chains, prior, likelihood, collapsed) -> xr.DataTree:
+            chains, prior, likelihood, collapsed, progressbar) -> xr.DataTree:
     import pymc as pm
 
     draws = check_positive_int("draws", draws)
     chains = check_positive_int("chains", chains)
     max_iter = check_positive_int("max_iter", max_iter)
     window = check_positive_int("window", window)
+    progressbar = show_progress(progressbar)
     if not tol > 0:
         raise ValueError(f"tol must be > 0, got {tol!r}")
     if not learning_rate > 0:
@@ -507,12 +559,12 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
     callback = ElboConvergence(window=window, tol=tol)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
     start_time = time.perf_counter()
-    with one_blas_thread(), model:
+    with one_blas_thread(), model, _quiet_vi_log():
         try:
             approx = pm.fit(n=max_iter, method=method, random_seed=seed_int,
                             start=_start_point(problem, model), callbacks=[callback],
                             obj_optimizer=pm.adam(learning_rate=learning_rate),
-                            progressbar=False)
+                            progressbar=progressbar)
         except FloatingPointError as exc:  # PyMC's message lists every NaN coordinate
             raise FloatingPointError(
                 f"{name} diverged: NaN in the ELBO optimisation (learning_rate="
@@ -531,14 +583,18 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
     post = sample["posterior"].to_dataset()
     rng = np.random.default_rng(None if seed is None else seed + 1)
     alpha, beta, w = _draws(problem, post, prior, collapsed, rng, shape=(chains, draws))
+    elbo = float(-np.mean(hist[-window:]))
     if not callback.converged:
-        warnings.warn(f"{name} did not converge in max_iter={max_iter} iterations (the "
-                      "ELBO still rises beyond its noise); the result is the last iterate "
-                      "(converged=False)", SamplingWarning, stacklevel=3)
+        warn_user(f"{name} did not converge in max_iter={max_iter} iterations (the ELBO still "
+              "rises beyond its noise); the result is the last iterate (converged=False)",
+              SamplingWarning)
+    elif progressbar:  # in place of PyMC's "Interrupted at ..." line
+        print(f"{name} converged after {hist.size:,} iterations (ELBO {elbo:,.5g})",
+              file=sys.stderr)
     attrs = {
         "converged": int(callback.converged),
         "n_iter": int(hist.size),
-        "elbo": float(-np.mean(hist[-window:])),
+        "elbo": elbo,
         "fit_time": t_fit,
         "collapsed": int(collapsed),
         "prior": prior.to_json(),
@@ -556,22 +612,27 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
 def fit_advi(problem, *, seed: int | None = None, max_iter: int = 30000, tol: float = 1e-4,
              window: int = 500, learning_rate: float = 0.01, draws: int = 500,
              chains: int = 2, prior: GammaPrior | None = None,
-             likelihood: str | None = None, collapsed: bool = True) -> xr.DataTree:
+             likelihood: str | None = None, collapsed: bool = True,
+             progressbar: bool | None = None) -> xr.DataTree:
     """Mean-field ADVI (``pm.fit(method="advi")``, Adam) on the collapsed models (regression:
     ``w`` integrated out; classification: ``alpha`` integrated out, as :func:`fit_nuts`),
     stopped by :class:`ElboConvergence`; ``sample_stats.elbo`` is the ELBO trace. Proper
     priors only (see :func:`fit_nuts`); ``collapsed=False`` fits the non-centred joint
-    model (for comparison)."""
+    model (for comparison). ``progressbar``: PyMC's bar and, at convergence, a line "ADVI
+    converged after n iterations"; ``None``: on in an interactive session only
+    (:func:`show_progress`)."""
     return _fit_vi(problem, "advi", seed=seed, max_iter=max_iter, tol=tol, window=window,
                    learning_rate=learning_rate, draws=draws, chains=chains, prior=prior,
-                   likelihood=likelihood, collapsed=collapsed)
+                   likelihood=likelihood, collapsed=collapsed, progressbar=progressbar)
 
 
 def fit_fullrank_advi(problem, *, seed: int | None = None, max_iter: int = 30000,
                       tol: float = 1e-4, window: int = 500, learning_rate: float = 0.01,
                       draws: int = 500, chains: int = 2, prior: GammaPrior | None = None,
-                      likelihood: str | None = None, collapsed: bool = True) -> xr.DataTree:
+                      likelihood: str | None = None, collapsed: bool = True,
+                      progressbar: bool | None = None) -> xr.DataTree:
     """Full-rank ADVI (``pm.fit(method="fullrank_advi")``); otherwise as :func:`fit_advi`."""
     return _fit_vi(problem, "fullrank_advi", seed=seed, max_iter=max_iter, tol=tol,
                    window=window, learning_rate=learning_rate, draws=draws, chains=chains,
-                   prior=prior, likelihood=likelihood, collapsed=collapsed)
+                   prior=prior, likelihood=likelihood, collapsed=collapsed,
+                   progressbar=progressbar)

@@ -8,7 +8,6 @@ decreases. NumPy/SciPy only.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +18,7 @@ from sparsebayes.models import ConvergenceWarning, GammaPrior
 from sparsebayes.models.priors import resolve_prior
 
 from .evidence import check_basis
-from .numerics import gram_weight_posterior, one_blas_thread
+from .numerics import gram_weight_posterior, one_blas_thread, warn_user
 from .results import draw_gaussian, gaussian_log_likelihood, make_datatree, pointwise_budget_ok
 from .statistics import GramStatistics, gram_statistics
 
@@ -226,9 +225,9 @@ def fit_vrvm(problem, *, seed: int | None = None, prior: GammaPrior | None = Non
     st = vrvm_statistics(stats, prior, noise_sd=problem.noise_sd, max_iter=int(max_iter),
                          tol=float(tol))
     if not st.converged:
-        warnings.warn(f"vrvm did not converge in max_iter={max_iter} sweeps (bound change "
-                      f"{abs(st.bound[-1] - st.bound[-2]):.3g}); the result is the last "
-                      "iterate (converged=False)", ConvergenceWarning, stacklevel=3)
+        warn_user(f"vrvm did not converge in max_iter={max_iter} sweeps (bound change "
+                  f"{abs(st.bound[-1] - st.bound[-2]):.3g}); the result is the last "
+                  "iterate (converged=False)", ConvergenceWarning)
     rng = np.random.default_rng(seed)
     shape = (chains, draws)
     Mt = st.active.size

@@ -32,7 +32,6 @@ and the bound is recorded after every update of the variational parameters.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,7 +53,7 @@ from .laplace import (
     pair_logits,
     warn_fit,
 )
-from .numerics import cholesky
+from .numerics import cholesky, warn_user
 from .sequential import DenseProducts, Policy, SequentialSparseBayes
 from .vrvm import LOG_2PI, weight_bound_terms
 
@@ -582,6 +581,6 @@ def _check_bound(bound: np.ndarray) -> None:
     tol = 1e-9 * max(1.0, float(np.max(np.abs(bound))))
     if np.any(drop > tol):
         i = int(np.argmax(drop))
-        warnings.warn(f"the variational bound decreased by {drop[i]:.3g} at iteration {i + 2} "
-                      "(more than round-off): the result may not be a local optimum",
-                      NumericalWarning, stacklevel=4)
+        warn_user(f"the variational bound decreased by {drop[i]:.3g} at iteration {i + 2} "
+                  "(more than round-off): the result may not be a local optimum",
+                  NumericalWarning)

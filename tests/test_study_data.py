@@ -112,7 +112,7 @@ def test_bad_data_is_refused_before_any_cell_runs(tmp_path, no_cells, capsys):
         st.run_study({"d": (bad, "progression")}, "svm", 1, out, progress=False)
     with pytest.raises(ValueError, match="task must be"):
         st.run_study(f"{csv}:target=progression:task=ranking", "svm", 1, out, progress=False)
-    with pytest.raises(ValueError, match=r"unknown option\(s\) \['n'\]"):
+    with pytest.raises(ValueError, match=r"unknown option 'n' for data set"):
         st.run_study(f"{csv}:target=progression:n=3", "svm", 1, out, progress=False)
     assert not out.exists()
     # the command line says the same, with exit status 2

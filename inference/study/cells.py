@@ -18,7 +18,7 @@ from sparsebayes.models.datasets import CLASSIFICATION, REGRESSION, Split
 
 from . import storage
 from .data import load_split
-from .specs import BASELINES, FAMILIES, DataSpec, MethodSpec, seed_of
+from .specs import BASELINES, FAMILIES, RUNNER_OPTIONS, DataSpec, MethodSpec, seed_of
 
 __all__ = ["Cell", "run_cell", "score"]
 
@@ -169,8 +169,9 @@ def _cv_width(cell: Cell, kind: str, pkind, split: Split, widths, opts, fit_opts
 
 def run_cell(cell: Cell) -> dict[str, Any]:
     """Run one cell and return its record (never raises for a failing method: the record
-    has ``status="failed"`` and the error). With ``cell.figures`` the record also carries
-    ``"_arrays"`` (plot inputs) and ``"_posterior"`` (the DataTree)."""
+    has ``status="failed"`` and the error as text, picklable whatever was raised). With
+    ``cell.figures`` the record also carries ``"_arrays"`` (plot inputs) and
+    ``"_posterior"`` (the DataTree)."""
     from threadpoolctl import threadpool_limits
 
     record: dict[str, Any] = {**cell.key, "task": cell.data.info.task, "status": "ok",
@@ -183,7 +184,10 @@ def run_cell(cell: Cell) -> dict[str, Any]:
         warnings.simplefilter("always")
         try:
             record.update(_run(cell))
-        except Exception as exc:  # a failing cell is a result, not a crash
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # a failing cell is a result, not a crash; a Rust
+            # panic in nutpie (pyo3's PanicException) is a BaseException, and unpicklable
             record["status"] = "failed"
             record["error"] = f"{type(exc).__name__}: {exc}"
             record["traceback"] = traceback.format_exc(limit=20)
@@ -239,7 +243,7 @@ def _run_baseline(cell: Cell, split: Split, widths, grid) -> tuple[dict, dict, n
 
 
 def _run(cell: Cell) -> dict[str, Any]:
-    from sparsebayes.inference.api import fit, predict
+    from sparsebayes.inference.api import fit, fit_options, predict
 
     task = cell.data.info.task
     reason = cell.method.check(task)
@@ -262,15 +266,15 @@ def _run(cell: Cell) -> dict[str, Any]:
         arrays = {}
         kind, pkind = FAMILIES[cell.method.family][task]
         pkind = opts.pop("predict", pkind)
-        runner = {k: opts.pop(k) for k in ("learn_width", "ard", "bias", "kernel", "cv",
-                                           "centres")
-                  if k in opts}
+        runner = {k: opts.pop(k) for k in RUNNER_OPTIONS if k in opts}  # width etc. gone
         start = time.perf_counter()
         width = float(widths[0])
         is_gp = kind in ("gp", "gp_classification")
         if widths.size > 1 and not is_gp:
             width = _cv_width(cell, kind, pkind, split, widths, runner, opts)
         problem = _rvm_problem(kind, split.X_train, split.y_train, width, runner)
+        if "progressbar" in fit_options(kind, cell.method.method):
+            opts["progressbar"] = False  # the study shows its own bar
         post = fit(problem, cell.method.method, seed=cell.fit_seed, **opts)
         out["fit_seconds"] = time.perf_counter() - start
         if "width" in post.attrs:  # the width used (learned by the evidence, if asked)

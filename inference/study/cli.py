@@ -76,8 +76,11 @@ def study(args) -> int:
                       scheduler=args.scheduler, resume=args.resume,
                       retry_failed=args.retry_failed, data_dir=args.data_dir,
                       progress=not args.no_progress, timeout=args.timeout)
-    n_failed = int((table["status"] != "ok").sum()) if len(table) else 0
-    print(f"{len(table)} cells, {n_failed} failed; table {args.out / 'results.csv'}")
+    failed = table[table["status"] != "ok"] if len(table) else table
+    print(f"{len(table)} cells, {len(failed)} failed; table {args.out / 'results.csv'}")
+    if len(failed):  # why, once per method and error
+        for (method, error), grp in list(failed.groupby(["method", "error"], sort=False))[:5]:
+            print(f"  {method} failed on {len(grp)} cell(s): {str(error)[:300]}")
     if not args.no_report:
         print(f"report written to {write_report(args.out, table)}")
     return 0

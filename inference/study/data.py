@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sparsebayes.inference.numerics import unknown_names
 from sparsebayes.models.datasets import (
     CLASSIFICATION,
     REGRESSION,
@@ -26,7 +27,7 @@ from sparsebayes.models.datasets import (
 
 from .specs import DataSpec, parse_spec, seed_of
 
-__all__ = ["load_split", "user_data", "check_files"]
+__all__ = ["load_split", "user_data", "check_files", "check_data_options"]
 
 FILE_SUFFIXES = (".csv", ".parquet", ".pq")
 # options of the user's data: how to read it, and how to split it (as diabetes)
@@ -64,6 +65,49 @@ def check_files(specs, data_dir) -> None:
             where = "no data directory" if folder is None else f"not found in {folder.resolve()}"
             raise FileNotFoundError(f"data set {d.name!r} needs {missing}, {where} (set "
                                     "--data-dir or $SPARSEBAYES_DATA)")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float | np.integer | np.floating) and \
+        not isinstance(value, bool)
+
+
+def check_data_options(name: str, options: dict[str, Any], valid, n: int | None = None
+                       ) -> None:
+    """``ValueError`` for an option of data set ``name`` that is unknown (not in ``valid``;
+    the closest name suggested) or out of range: ``folds`` in [2, n], ``n_train`` in [2,
+    the smallest training split], ``test_fraction`` in (0, 1), ``n_test`` and ``width`` > 0
+    (``n``, the number of rows, is known for the user's data only)."""
+    bad = set(options) - set(valid)
+    if bad:
+        raise ValueError(unknown_names("option", bad, valid, f"data set {name!r}"))
+    where = f"data set {name!r}:"
+    folds = options.get("folds")
+    if folds is not None and not (_is_int(folds) and 2 <= folds <= (n or folds)):
+        raise ValueError(f"{where} folds must be an integer >= 2"
+                         + (f" and <= {n} (the rows)" if n else "") + f", got {folds!r}")
+    tf = options.get("test_fraction", 0.2)
+    if not (_is_number(tf) and 0 < tf < 1):
+        raise ValueError(f"{where} test_fraction must lie in (0, 1), got {tf!r}")
+    n_train = options.get("n_train")
+    if n_train is not None:
+        high = n_train
+        if n is not None:  # the smallest training split: n minus the largest test part
+            high = n - (-(-n // folds) if folds else max(1, int(round(tf * n))))
+        if not (_is_int(n_train) and 2 <= n_train <= high):
+            raise ValueError(f"{where} n_train must be an integer >= 2"
+                             + (f" and <= {high} (the training split)" if n else "")
+                             + f", got {n_train!r}")
+    n_test = options.get("n_test")
+    if n_test is not None and not (_is_int(n_test) and n_test > 0):
+        raise ValueError(f"{where} n_test must be a positive integer, got {n_test!r}")
+    width = options.get("width")
+    if width is not None and not (_is_number(width) and width > 0):
+        raise ValueError(f"{where} width must be a positive number, got {width!r}")
 
 
 # --------------------------------------------------------------------------------------
@@ -152,11 +196,15 @@ def user_data(data, *, name: str = "data", target: str | None = None,
             raise ValueError(f"data {name!r}: a DataFrame needs its target column: give "
                              f"(DataFrame, 'COLUMN') or user_data(frame, target='COLUMN')")
         data = (data, target)
+    if task is not None and task not in (REGRESSION, CLASSIFICATION):
+        raise ValueError(f"data set {name!r}: task must be {REGRESSION!r} or "
+                         f"{CLASSIFICATION!r}, got {task!r}")
     frame, y = _frame_and_target(data, name)
-    bad = sorted(set(split_options) - set(_SPLIT_OPTIONS) - {"width"})
-    if bad:
-        raise ValueError(f"unknown option(s) {bad} for data set {name!r}; valid: "
-                         f"{sorted([*_READ_OPTIONS, *_SPLIT_OPTIONS, 'width'])}")
+    bad = set(split_options) - set(_SPLIT_OPTIONS) - {"width"}
+    if bad:  # the read options are valid in a file spec only, but name them all
+        raise ValueError(unknown_names("option", bad, [*_READ_OPTIONS, *_SPLIT_OPTIONS,
+                                                       "width"], f"data set {name!r}"))
+    check_data_options(name, split_options, [*_SPLIT_OPTIONS, "width"], len(frame))
     if frame.shape[1] == 0 or len(frame) < 4:
         raise ValueError(f"data {name!r} needs at least one input column and 4 rows, got "
                          f"{frame.shape}")
@@ -177,8 +225,6 @@ def user_data(data, *, name: str = "data", target: str | None = None,
         cols = [str(c) for c, ok in zip(frame.columns, np.isfinite(X).all(0)) if not ok]
         raise ValueError(f"data {name!r}: infinite values in input column(s) {cols}")
     task = _infer_task(y) if task is None else task
-    if task not in (REGRESSION, CLASSIFICATION):
-        raise ValueError(f"task must be {REGRESSION!r} or {CLASSIFICATION!r}, got {task!r}")
     if task == CLASSIFICATION:
         classes, codes = np.unique(y.to_numpy(), return_inverse=True)
         if classes.size < 2:
@@ -196,10 +242,22 @@ def user_data(data, *, name: str = "data", target: str | None = None,
     if task == CLASSIFICATION:
         what += f", classes {[str(c) for c in classes]}"
     info = DataInfo(
-        name, task, "user", f"the user's data ({source or 'in memory'}): {what}; random "
-        "splits, standardised", width=float(np.sqrt(X.shape[1])),
+        name, task, "user", f"the user's data ({source or 'in memory'}): {what}; "
+        f"{_protocol(split_options)}, standardised", width=float(np.sqrt(X.shape[1])),
         loader=partial(_split_user, X, yv, task), options=dict(_SPLIT_OPTIONS))
     return DataSpec(name, tuple(sorted(split_options.items())), digest, info)
+
+
+def _protocol(options: dict[str, Any]) -> str:
+    """How the user's data are split, in words (the report's description)."""
+    if options.get("folds") is not None:
+        text = f"{options['folds']}-fold cross-validation"
+    else:
+        tf = options.get("test_fraction", _SPLIT_OPTIONS["test_fraction"])
+        text = f"random {1 - tf:.0%}/{tf:.0%} train/test splits"
+    if options.get("n_train") is not None:
+        text += f", {options['n_train']} training points drawn from each training split"
+    return text
 
 
 def _split_user(X, y, task, rng, split, fold_seed, *, test_fraction=0.2, n_train=None,

@@ -45,6 +45,7 @@ class Progress:
         self.bar = tqdm(total=total, initial=done, unit="cell", desc="study",
                         disable=not enabled, file=sys.stderr, dynamic_ncols=True)
         self.failed, self.slots, self.left = failed, slots, total - done
+        self.told: set[tuple[str, str]] = set()  # (method, error) already printed
         self._post()
 
     def _post(self) -> None:
@@ -53,7 +54,14 @@ class Progress:
 
     def update(self, record: dict[str, Any]) -> None:
         self.left -= 1
-        self.failed += record.get("status") != "ok"
+        if record.get("status") != "ok":
+            self.failed += 1
+            said = (str(record.get("method")), str(record.get("error", "")))
+            if not self.bar.disable and said not in self.told:  # say why once, and go on
+                self.told.add(said)
+                self.bar.write(f"failed: {record.get('dataset')} split {record.get('split')} "
+                               f"{said[0]}: {said[1][:300]} (the study goes on; later "
+                               "cells failing alike are not repeated)", file=sys.stderr)
         self._post()
         self.bar.update(1)
 

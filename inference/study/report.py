@@ -23,7 +23,7 @@ from scipy import stats
 from sparsebayes.models.datasets import CLASSIFICATION, REGRESSION, DataInfo
 
 from .cells import Cell
-from .specs import DataSpec, MethodSpec, spec_from_label
+from .specs import DataSpec, MethodSpec, parse_spec, spec_from_label
 from .storage import MANIFEST, TABLE, load_table
 
 __all__ = ["write_report", "write_html", "paired_tests", "summary_table", "LOSSES"]
@@ -322,12 +322,12 @@ def _data_spec(label: str, manifest: dict, table: pd.DataFrame) -> DataSpec:
     digest = manifest.get("digests", {}).get(label)
     if digest is None:
         return DataSpec.parse(label)
-    name, _, _ = label.partition(":")
+    name, options = parse_spec(label, "data")  # keep folds=5 etc.: the table's label
     rows = table[table["dataset"] == label] if len(table) else table
     task = rows["task"].iloc[0] if len(rows) else REGRESSION
     note = manifest.get("user_data", {}).get(label, {}).get("description", name)
     info = DataInfo(name, task, "user", note, 1.0, loader=None)
-    return DataSpec(name, (), digest, info)
+    return DataSpec(name, tuple(sorted(options.items())), digest, info)
 
 
 def _seed(out: Path) -> int:

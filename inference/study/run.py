@@ -66,14 +66,20 @@ def config(data, methods, splits, seed) -> StudyConfig:
         raise ValueError(f"splits must be a positive integer, got {splits!r}")
     if not isinstance(seed, int | np.integer) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    limits = [d.max_splits for d in data_specs]
+    if all(k is not None for k in limits):  # e.g. folds=5: "up to 5 splits", not 10
+        splits = min(splits, max(limits))
     cfg = StudyConfig(tuple(data_specs), tuple(method_specs), int(splits), int(seed))
     tasks = {d.info.task for d in data_specs}
     for m in method_specs:
-        reasons = [m.check(t) for t in sorted(tasks)]
-        if all(r is not None for r in reasons):
+        reasons = {t: m.check(t) for t in sorted(tasks)}
+        if all(r is not None for r in reasons.values()):
             raise ValueError(f"method {m.label!r} cannot run on any of the data sets: "
-                             f"{'; '.join(reasons)}. Methods available now: "
+                             f"{'; '.join(reasons.values())}. Methods available now: "
                              f"{valid_methods()}")
+        for task, reason in reasons.items():
+            if reason is None:
+                m.check_options(task)
     return cfg
 
 

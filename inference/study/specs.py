@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparsebayes.inference.numerics import unknown_names
 from sparsebayes.models.datasets import CLASSIFICATION, DATASETS, REGRESSION, DataInfo
 
 __all__ = [
@@ -93,7 +94,7 @@ class DataSpec:
     def parse(cls, text: str | DataSpec) -> DataSpec:
         if isinstance(text, DataSpec):
             return text
-        from .data import is_file_spec, read_file_spec
+        from .data import check_data_options, is_file_spec, read_file_spec
 
         if is_file_spec(text):
             return read_file_spec(text)
@@ -101,11 +102,7 @@ class DataSpec:
         if name not in DATASETS:
             raise ValueError(f"unknown data set {name!r}; choose one of {sorted(DATASETS)}, "
                              "or give a file: PATH.csv:target=COLUMN")
-        info = DATASETS[name]
-        bad = sorted(set(options) - set(info.options) - {"width"})
-        if bad:
-            raise ValueError(f"unknown option(s) {bad} for data set {name!r}; valid: "
-                             f"{sorted([*info.options, 'width'])}")
+        check_data_options(name, options, [*DATASETS[name].options, "width"])
         return cls(name, tuple(sorted(options.items())))
 
     @property
@@ -157,6 +154,9 @@ FAMILIES: dict[str, dict[str, tuple[str, str | None]]] = {
 BASELINES = ("svm", "sklearn")  # families fitted by scikit-learn, not by api.fit
 # options the runner uses itself for svm; everything else is refused
 _SVM_OPTIONS = {"width", "splits", "cv", "C"}
+# options the runner uses itself for rvm / rvm* / gp (cells._run); the rest go to fit
+RUNNER_OPTIONS = ("width", "learn_width", "ard", "bias", "kernel", "cv", "centres",
+                  "predict", "splits")
 
 
 @dataclass(frozen=True)
@@ -206,10 +206,9 @@ class MethodSpec:
             if method:
                 raise ValueError(f"'svm' takes no fit method (scikit-learn SVR/SVC), got "
                                  f"{text!r}")
-            bad = sorted(set(options) - _SVM_OPTIONS)
+            bad = set(options) - _SVM_OPTIONS
             if bad:
-                raise ValueError(f"unknown option(s) {bad} for 'svm'; valid: "
-                                 f"{sorted(_SVM_OPTIONS)}")
+                raise ValueError(unknown_names("option", bad, _SVM_OPTIONS, "svm"))
             method = None
         elif not method:
             raise ValueError(f"method spec {text!r} needs a fit method: '{family}/evidence', "
@@ -257,6 +256,22 @@ class MethodSpec:
             if not hasattr(models, "GPRegression"):
                 return "sparsebayes.models has no GPRegression yet"
         return None
+
+    def check_options(self, task: str) -> None:
+        """``ValueError`` naming an option that neither the runner (:data:`RUNNER_OPTIONS`)
+        nor the fit method on a ``task`` data set takes (read from its signature,
+        :func:`~sparsebayes.inference.api.fit_options`), with the closest valid name. The
+        baselines' options are checked when parsed; ``progressbar`` is the study's own."""
+        if self.family in BASELINES:
+            return
+        from sparsebayes.inference import api
+
+        kind = FAMILIES[self.family][task][0]
+        valid = {*RUNNER_OPTIONS, *api.fit_options(kind, self.method)} - {"progressbar"}
+        bad = set(dict(self.options)) - valid
+        if bad:
+            raise ValueError(unknown_names("option", bad, valid,
+                                           f"{self.family}/{self.method}"))
 
 
 def spec_from_label(text: str) -> MethodSpec:

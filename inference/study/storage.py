@@ -129,13 +129,24 @@ _FIRST = ["dataset", "split", "method", "task", "status", "error", "n_train", "n
           "min_ess_bulk", "n_warnings", "warnings", "seed", "fit_seed"]
 
 
+# columns every table has, whatever its methods and tasks and even if every cell failed
+# (a failed cell's record stops at its error)
+_ALWAYS = ["dataset", "split", "method", "task", "status", "error", "n_train", "n_test",
+           "n_features", "n_relevant", "fit_seconds", "predict_seconds", "converged",
+           "n_warnings", "warnings"]
+
+
 def table(records: list[dict[str, Any]]) -> pd.DataFrame:
-    """The tidy table (one row per cell) of the records."""
+    """The tidy table (one row per cell) of the records; failed cells have ``status``
+    "failed" and their ``error`` ("Type: message"), their losses empty."""
     drop = {"format", "traceback", "arrays_file", "posterior_file", "posterior_error",
             "data_digest"}
     rows = [{k: v for k, v in r.items() if k not in drop and not k.startswith("_")}
             for r in records]
     frame = pd.DataFrame(rows)
+    if len(frame):
+        frame = frame.reindex(columns=[*frame.columns,
+                                       *(c for c in _ALWAYS if c not in frame.columns)])
     cols = [c for c in _FIRST if c in frame.columns]
     cols += [c for c in frame.columns if c not in cols]
     return frame[cols].reset_index(drop=True) if len(frame) else frame
