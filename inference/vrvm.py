@@ -225,9 +225,10 @@ def fit_vrvm(problem, *, seed: int | None = None, prior: GammaPrior | None = Non
     st = vrvm_statistics(stats, prior, noise_sd=problem.noise_sd, max_iter=int(max_iter),
                          tol=float(tol))
     if not st.converged:
-        warn_user(f"vrvm did not converge in max_iter={max_iter} sweeps (bound change "
-                  f"{abs(st.bound[-1] - st.bound[-2]):.3g}); the result is the last "
-                  "iterate (converged=False)", ConvergenceWarning)
+        change = (f"bound change {abs(st.bound[-1] - st.bound[-2]):.3g}"
+                  if len(st.bound) > 1 else "a single sweep")
+        warn_user(f"vrvm did not converge in max_iter={max_iter} sweeps ({change}); the result "
+                  "is the last iterate (converged=False)", ConvergenceWarning)
     rng = np.random.default_rng(seed)
     shape = (chains, draws)
     Mt = st.active.size

@@ -163,3 +163,17 @@ def test_fit_vrvm_bad_input(sinc_problem):
         fit(sinc_problem, "vrvm", draws=0)
     with pytest.raises(TypeError, match="prior"):
         fit(sinc_problem, "vrvm", prior=(1, 1, 1, 1))
+
+
+def test_one_sweep_warns_that_it_did_not_converge():
+    """max_iter=1 leaves one bound value: the warning says so (it used to be an IndexError)
+    and the result is the first sweep's, finite."""
+    from sparsebayes.inference import fit
+    from sparsebayes.models import ConvergenceWarning, GaussianKernel, RVMRegression
+
+    x = np.linspace(-10, 10, 50)
+    problem = RVMRegression(x[:, None], np.sinc(x / np.pi), GaussianKernel(3.0))
+    with pytest.warns(ConvergenceWarning, match="a single sweep"):
+        post = fit(problem, "vrvm", max_iter=1)
+    assert post.attrs["converged"] == 0
+    assert np.isfinite(post["posterior"]["w"].values).all()
