@@ -98,6 +98,10 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
         )
     if seed is not None and (not isinstance(seed, int | np.integer) or seed < 0):
         raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
+    if kind in ("regression", "classification"):
+        from .evidence import check_width
+
+        check_width(problem)  # a Gaussian width far off the inputs' scale, either way
     start = time.perf_counter()
     post = _resolve(FIT_METHODS[kind][method])(problem, seed=seed, **options)
     post.attrs.update(
