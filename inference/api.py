@@ -116,6 +116,10 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
     if bad:
         raise TypeError(unknown_names("option", bad, fit_options(kind, method),
                                       f"fit(..., {method!r}) of a {type(problem).__name__}"))
+    if kind in ("regression", "classification"):
+        from .evidence import check_width
+
+        check_width(problem)  # a Gaussian width far off the inputs' scale, either way
     start = time.perf_counter()
     post = _resolve(FIT_METHODS[kind][method])(problem, seed=seed, **options)
     post.attrs.update(

@@ -372,22 +372,75 @@ def _tied_search(problem, basis: Basis, log_bounds, beta0: float):
 
 
 def check_basis(problem) -> None:
-    """Warn about the two common causes of a singular design: duplicate inputs (identical
-    kernel columns) and a Gaussian width far beyond the input range (near-constant columns).
-    With a dictionary the centres are checked (the inputs may be a Dask array)."""
+    """Warn about a cause of a singular design: duplicate inputs (identical kernel columns).
+    With a dictionary the centres are checked (the inputs may be a Dask array). The other
+    cause, a Gaussian width far beyond the input range, is :func:`check_width`'s (every
+    method's, called by ``fit``)."""
     X = problem.X if problem.centres is None else problem.centres
     what = "X" if problem.centres is None else "centres"
     n_dup = X.shape[0] - np.unique(X, axis=0).shape[0]
     if n_dup:
         warn_user(f"{what} has {n_dup} duplicate rows: their kernel columns are identical, "
                   "so at most one of each can become a relevance vector", NumericalWarning)
+
+
+WIDE_FACTOR = 100.0  # width > 100 x the input range: the columns are nearly constant
+NARROW_SPACING = 5.0  # median neighbour > 5 widths away: a basis is exp(-25) there
+NN_QUERIES = 500  # the nearest-neighbour spacing from at most this many rows
+
+
+def median_nn_distance(Z: np.ndarray, max_queries: int = NN_QUERIES) -> float | None:
+    """Median over (at most ``max_queries`` evenly spaced) distinct rows of ``Z`` of the
+    distance to the nearest other distinct row; ``None`` with fewer than two distinct rows.
+    Brute force (``sq_distances``), so also fast in many dimensions."""
+    U = np.unique(Z, axis=0)
+    if U.shape[0] < 2:
+        return None
+    rows = np.unique(np.linspace(0, U.shape[0] - 1, min(max_queries, U.shape[0])).astype(int))
+    D = sq_distances(U[rows], U)
+    D[np.arange(rows.size), rows] = np.inf
+    return float(np.sqrt(np.median(D.min(axis=1))))
+
+
+def check_width(problem) -> None:
+    """Warn when a fixed Gaussian width is far off the scale of the inputs (the centres,
+    with a dictionary), both ways a fit silently degenerates:
+
+    * far larger than the input range (> ``WIDE_FACTOR`` x in every dimension): the kernel
+      columns are nearly constant and collinear;
+    * far smaller than the spacing of the inputs: the median distance from an input to its
+      nearest neighbour, measured in widths (per dimension for ARD), exceeds
+      ``NARROW_SPACING``, where a basis function has fallen to ``exp(-25)`` of its peak. Then
+      ``Phi`` is ``[1, I]`` to machine precision: every basis function sees only its own
+      point and away from the training inputs the model predicts the bias alone (unscaled
+      inputs: raw breast cancer with width 0.5 is 32 widths apart and predicted one
+      probability for every point). Legitimate widths are near the spacing or above it
+      (the evidence's own lower bound, :func:`default_width_bounds`, is one spacing).
+    A learned width (``learn_width``) is not checked: the given one is only its start."""
     kernel = problem.kernel
-    if isinstance(kernel, GaussianKernel):
-        extent = np.ptp(X, axis=0) * np.ones_like(np.atleast_1d(kernel.width))
-        if np.all(np.asarray(kernel.width) > 100 * np.maximum(extent, 1e-300)):
-            warn_user(f"kernel width {kernel.width} is far larger than the input range "
-                      f"{np.ptp(X, axis=0)}: the kernel columns are nearly constant and "
-                      "collinear", NumericalWarning)
+    if not isinstance(kernel, GaussianKernel) or problem.learn_width:
+        return
+    X = problem.X if problem.centres is None else problem.centres
+    width = np.asarray(kernel.width, dtype=float)
+    extent = np.ptp(X, axis=0) * np.ones_like(np.atleast_1d(width))
+    if np.all(width > WIDE_FACTOR * np.maximum(extent, 1e-300)):
+        warn_user(f"kernel width {kernel.width} is far larger than the input range "
+                  f"{np.ptp(X, axis=0)}: the kernel columns are nearly constant and "
+                  "collinear", NumericalWarning)
+        return
+    spacing = median_nn_distance(X / width)
+    if spacing is not None and spacing > NARROW_SPACING:
+        what = "X" if problem.centres is None else "the centres"
+        raw = "" if width.ndim else f" ({spacing * float(width):.3g} in input units)"
+        warn_user(
+            f"kernel width {kernel.width} is far smaller than the spacing of {what}: the "
+            f"median distance from a point to its nearest neighbour is {spacing:.3g} "
+            f"widths{raw}, so each basis "
+            f"function is below exp(-{spacing**2:.0f}) at every other point and the model "
+            "predicts little more than the bias away from the training points. Standardise "
+            "the inputs (sklearn.preprocessing.StandardScaler) and use a width near the "
+            "nearest-neighbour spacing or larger, or learn it (learn_width=True; RVR/RVC: "
+            "width=None)", NumericalWarning)
 
 
 def _symmetric_block(basis: Basis, X: np.ndarray) -> tuple[int, int] | None:

@@ -363,6 +363,7 @@ def fit_evidence(problem: GPRegression, *, seed: int | None = None, restarts: in
         "noise_sd": np.full((1, 1), sn),
     }
     attrs = {
+        "log_evidence": float(np.max(lmls)),  # GPML eq. 5.8, every evidence result's name
         "log_marginal_likelihood": float(np.max(lmls)),
         "restart_log_marginal_likelihood": lmls,
         "converged": int(converged),

@@ -212,10 +212,12 @@ def fit_evidence_multiclass(problem: GPClassification, *, seed: int | None = Non
         "classes": classes_json(problem.classes),
         "likelihood": "softmax of K latent GPs sharing one covariance (GPML §3.5)",
         "covariance": "signal_sd^2 exp(-sum_d (x_d - x'_d)^2 / (2 length_scale_d^2))",
+        "log_evidence": float(log_z),  # GPML eq. 3.44 at the type-II ML optimum
         "log_marginal_likelihood": float(log_z),
         "restart_log_marginal_likelihood": np.array([r[1] for r in runs]),
         "converged": int(converged),
         "n_iter": int(sum(r[3] for r in runs)),
+        "restarts": len(runs),
         "n_relevant": -1,
         "optimise_seconds": time.perf_counter() - start,
         "default_predict_kind": "laplace",

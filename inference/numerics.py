@@ -7,14 +7,12 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
-import os
-import warnings
 
 import numpy as np
 from scipy import linalg
 
-import sparsebayes.models
 from sparsebayes.models import NumericalWarning
+from sparsebayes.models._warnings import warn_user
 
 __all__ = [
     "LOG_2PI",
@@ -152,16 +150,6 @@ def unknown_names(what: str, names, valid, where: str) -> str:
                          + (f" for {name!r}" if len(names) > 1 else ""))
     hint = f"; {', '.join(hints)}?" if hints else ""
     return f"{head} for {where}{hint} (valid: {', '.join(valid) or 'none'})"
-
-
-# the library's own source folders: a warning is reported at the first frame outside them
-_OWN_CODE = tuple(os.path.dirname(f) + os.sep for f in (sparsebayes.models.__file__, __file__))
-
-
-def warn_user(message: str, category: type[Warning]) -> None:
-    """``warnings.warn`` at the user's line: the first caller outside sparsebayes, however
-    deep in the library the warning is raised (no ``stacklevel`` to count by hand)."""
-    warnings.warn(message, category, skip_file_prefixes=_OWN_CODE)
 
 
 def gaussian_draws(mean: np.ndarray, cov: np.ndarray, size: int,

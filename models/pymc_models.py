@@ -13,9 +13,20 @@ Builders, called through ``problem.pymc_model()``:
   is drawn afterwards.
 
 The design matrix ``Phi``, the inputs ``X``, the kernel ``centres`` and the Gamma
-hyperparameters are ``pm.Data``: :func:`set_inputs` points a model at new inputs for
-``pm.sample_posterior_predictive``, and a compiled sampler can be reused on new data of the
-same shape. PyMC is imported inside the functions, so ``sparsebayes.models`` does not need it.
+hyperparameters are ``pm.Data``, and a compiled sampler can be reused on new data of the same
+shape. Out of sample, on the joint models with a built-in kernel (``Phi`` is built from ``X``
+inside the graph)::
+
+    with problem.pymc_model():
+        pm.set_data({"X": X_new})
+        pp = pm.sample_posterior_predictive(post, var_names=["t"])
+
+The dimension ``obs`` has no coordinate values and takes its length from ``X``, so no
+``coords`` argument is needed and ``t``'s replicates have ``X_new``'s length. (Passing
+``coords={"obs": ...}`` gives ``obs`` values; then pass a ``t_obs`` of the new length too,
+or PyMC's ``observed_data`` group clashes with them.) :func:`set_inputs` does the same for
+every model (a precomputed ``Phi`` too). PyMC is imported inside the functions, so
+``sparsebayes.models`` does not need it.
 """
 
 from __future__ import annotations
@@ -61,11 +72,15 @@ def check_proper(prior: GammaPrior, method: str, needs_beta: bool = True) -> Non
 
 
 def _coords(problem, basis) -> dict:
+    """The model's coordinates. ``obs`` has none: its length is that of the first data on it
+    (``X``, or ``Phi`` when the design is precomputed), so ``pm.set_data({"X": X_new})``
+    resizes it and the replicates of ``t`` follow ``X`` (PyMC's own idiom, ``shape=x.shape``);
+    ArviZ numbers it 0..n-1. With coordinate values it would need ``coords={"obs": ...}``
+    and a matching ``t_obs`` in every ``pm.set_data`` (issue 20)."""
     labels = np.asarray(basis.labels, dtype=str)
     return {
         "basis": labels,
         "basis_bis": labels,
-        "obs": np.arange(problem.X.shape[0]),
         "feature": np.arange(problem.X.shape[1]),
         "centre": np.arange(basis.centres.shape[0]),
     }
@@ -290,7 +305,10 @@ def classification_model(problem, *, prior: GammaPrior | None = None,
 def set_inputs(model, problem, X_new) -> None:
     """Point ``model`` at new inputs: ``Phi`` becomes the design of ``X_new`` on the same
     basis (``problem.basis``), so ``pm.sample_posterior_predictive`` predicts there. The
-    observed targets are replaced by zeros of the new length (they are not used)."""
+    observed targets are replaced by zeros of the new length (they are not used), so the
+    ``observed_data`` PyMC writes has ``X_new``'s length. Equivalent to
+    ``pm.set_data({"X": X_new})`` on a joint model with a built-in kernel, and also works
+    when ``Phi`` is precomputed data (a Python callable kernel)."""
     import pymc as pm
 
     from .problems import check_inputs
@@ -307,10 +325,11 @@ def set_inputs(model, problem, X_new) -> None:
     n = X_new.shape[0]
     t_dtype = model["t_obs"].get_value().dtype
     names = {v.name for v in model.data_vars}
-    data = {"t_obs": np.zeros(n, dtype=t_dtype)}
+    data = {}  # the data that sets obs's length first, then the targets
     if "X" in names:
         data["X"] = X_new
     if "Phi" in names:
         data["Phi"] = np.ascontiguousarray(problem.basis.design(X_new))
+    data["t_obs"] = np.zeros(n, dtype=t_dtype)
     with model:
-        pm.set_data(data, coords={"obs": np.arange(n)})
+        pm.set_data(data)  # obs has no coordinate values: its length follows the data

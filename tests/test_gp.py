@@ -48,6 +48,7 @@ def test_lml_and_predictive_equal_sklearn(ls, sf, sn):
     post = fit(GPRegression(X, t, length_scale=ls, signal_sd=sf, noise_sd=sn), "evidence")
     assert post.attrs["log_marginal_likelihood"] == pytest.approx(
         g.log_marginal_likelihood_value_, abs=1e-8)
+    assert post.attrs["log_evidence"] == post.attrs["log_marginal_likelihood"]
     Xn = np.random.default_rng(1).uniform(-3, 3, (30, 3))
     pred = predict(post, Xn)
     m, s = g.predict(Xn, return_std=True)  # sklearn's std includes the WhiteKernel noise

@@ -71,6 +71,27 @@ def test_type2_ml_reaches_scikit_learns_optimum():
     assert post.attrs["converged"]
 
 
+def test_log_evidence_attr_equals_scikit_learn_at_the_optimum():
+    """Issue 20: a binary GP classification result carries log_evidence (read as NaN
+    before), the Laplace log marginal likelihood (GPML eq. 3.32) at its type-II ML optimum:
+    scikit-learn's log_marginal_likelihood(theta) at the fitted hyperparameters (theta =
+    log sf^2, log length scales for ConstantKernel * RBF). Also with every hyperparameter
+    fixed, and with the attrs GP regression has (converged, n_iter, restarts)."""
+    X, y = datasets.ripley_mixture(60, seed=3)
+    post = fit(GPClassification(X, y), "evidence", seed=0, restarts=2)
+    ls = post["posterior"]["length_scale"].values[0, 0]
+    sf = float(post["posterior"]["signal_sd"].values[0, 0])
+    g = _sk(np.ones(2), 1.0, optimizer=None).fit(X, y)
+    ref = g.log_marginal_likelihood(np.log(np.r_[sf**2, ls]))
+    assert post.attrs["log_evidence"] == pytest.approx(ref, abs=1e-6)
+    assert post.attrs["log_marginal_likelihood"] == post.attrs["log_evidence"]
+    assert post.attrs["converged"] == 1 and post.attrs["restarts"] == 2
+    assert post.attrs["n_iter"] > 0
+    fixed = fit(GPClassification(X, y, length_scale=[0.7, 1.3], signal_sd=1.5), "evidence")
+    ref = _sk([0.7, 1.3], 1.5, optimizer=None).fit(X, y).log_marginal_likelihood_value_
+    assert fixed.attrs["log_evidence"] == pytest.approx(ref, abs=1e-6)
+
+
 def test_laplace_evidence_on_a_tiny_problem_against_direct_and_quadrature():
     """Two points in 1-D: the Laplace value (Algorithm 3.1) equals the dense formula
     log p(y|f) - f^T K^-1 f / 2 - log|I + K W| / 2 at the mode found by SciPy, and is

@@ -224,6 +224,31 @@ def test_pytensor_kernels_equal_the_numpy_ones(name):
     np.testing.assert_allclose(f(X), basis.design(X), rtol=1e-12, atol=1e-12)
 
 
+def test_documented_set_data_route_out_of_sample_without_coords():
+    """Issue 20: the README's route, `with problem.pymc_model(): pm.set_data({"X": X_new});
+    pm.sample_posterior_predictive(post, var_names=["t"])`, with 7 new points after 40
+    training ones and no coords argument (failed with a CoordinateValidationError on 'obs',
+    40 vs 7). Its replicates' mean and variance are predict()'s at X_new (ADVI draws),
+    within Monte Carlo error; the observed_data PyMC writes keeps the 40 training targets."""
+    pm = pytest.importorskip("pymc")
+    X, t = _sinc(40, seed=5)
+    problem = RVMRegression(X, t, GaussianKernel(3.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        post = fit(problem, "advi", seed=1, draws=400)
+    Xn = np.linspace(-12, 12, 7)[:, None]
+    with problem.pymc_model(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # PyMC: alpha, beta implicitly frozen
+        pm.set_data({"X": Xn})
+        pp = pm.sample_posterior_predictive(post, var_names=["t"], random_seed=2,
+                                            progressbar=False)
+    rep = pp["posterior_predictive"]["t"]
+    assert rep.sizes["obs"] == 7
+    np.testing.assert_array_equal(pp["observed_data"]["t"].values, t)
+    pred = predict(post, Xn, kind="samples")
+    _moments_agree(rep.values, pred.mean, pred.var)
+
+
 @pytest.mark.slow
 def test_set_data_predicts_out_of_sample_through_the_joint_model():
     """pm.set_data({"X": X_new}) on the joint model moves its design (built in the graph):
