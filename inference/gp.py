@@ -11,7 +11,6 @@ gives the same values and gradients but is slower (compile time; see
 
 from __future__ import annotations
 
-import functools
 import time
 
 import arviz_base as azb
@@ -29,7 +28,7 @@ from .predictive import (
     check_new_inputs,
     draw_index,
 )
-from .results import gaussian_log_likelihood, lazy_array
+from .results import gaussian_log_likelihood, pointwise_budget_ok
 
 __all__ = [
     "log_marginal_likelihood",
@@ -314,10 +313,13 @@ def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
     ls, sf, sn = _hyperparameter_draws(dt)
     per = POINT_DRAWS if ls.shape[0] == 1 else 1
     shape = (1, per, n) if per > 1 else (*dt["posterior"]["signal_sd"].shape, n)
-    loglik = lazy_array(shape, functools.partial(
-        _pointwise_log_likelihood, problem.X, problem.t, ls, sf, sn, per, shape, seed))
-    dt["log_likelihood"] = xr.Dataset({"t": (("chain", "draw", "obs"), loglik)},
-                                      coords={"obs": np.arange(n)})
+    if pointwise_budget_ok(shape[0], shape[1], n):
+        loglik = _pointwise_log_likelihood(problem.X, problem.t, ls, sf, sn, per, shape, seed)
+        dt["log_likelihood"] = xr.Dataset({"t": (("chain", "draw", "obs"), loglik)},
+                                          coords={"obs": np.arange(n)})
+    else:
+        dt.attrs["log_likelihood_omitted"] = (
+            f"{shape[0]} x {shape[1]} x {n} pointwise values exceed the budget")
     return dt
 
 

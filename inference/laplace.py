@@ -29,7 +29,6 @@ re-estimates) are the algorithm's :class:`~sparsebayes.inference.sequential.Poli
 from __future__ import annotations
 
 import contextlib
-import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,7 +41,7 @@ from sparsebayes.models.kernels import GaussianKernel, sq_distances
 
 from . import compiled
 from .numerics import cholesky, one_blas_thread, warn_user
-from .results import draw_gaussian, lazy_array, make_datatree
+from .results import draw_gaussian, make_datatree, pointwise_budget_ok, relevance_counts
 from .sequential import BlockProducts, DenseProducts, Policy, SequentialSparseBayes
 from .statistics import check_memory
 
@@ -733,9 +732,12 @@ def laplace_datatree(problem, basis, lik, lap: Laplace, res: ClassFit, *, softma
     theta_draws = draw_gaussian(lap.theta, Sigma, (chains, draws), rng)
     K = lik.n_out
     Phi_act = basis.design(problem.X, columns=lap.cols)
-    loglik = lazy_array((chains, draws, problem.X.shape[0]),
-                        functools.partial(_draws_loglik, lik, theta_draws, Phi_act, lap.cls))
+    loglik = (_draws_loglik(lik, theta_draws, Phi_act, lap.cls)
+              if pointwise_budget_ok(chains, draws, problem.X.shape[0]) else None)
     attrs = {
+        "log_likelihood_omitted": None if loglik is not None else (
+            f"{chains} x {draws} x {problem.X.shape[0]} pointwise values exceed the budget; "
+            "pass fewer draws for az.loo"),
         "log_evidence": float(lap.log_evidence),
         "converged": int(res.converged and lap.converged),
         "n_iter": int(n_iter),
@@ -787,7 +789,7 @@ def laplace_datatree(problem, basis, lik, lap: Laplace, res: ClassFit, *, softma
                 "class_bis": class_labels},
     )
     dt["gaussian_posterior"] = xr.DataTree(gp)
-    dt.attrs["n_relevant"] = int(Mu)
+    dt.attrs.update(relevance_counts(basis, ucols))
     return dt
 
 

@@ -31,7 +31,7 @@ from sparsebayes.models.pymc_models import (
 
 from .laplace import likelihood_for
 from .numerics import check_positive_int, one_blas_thread, warn_user
-from .results import gaussian_log_likelihood, make_datatree
+from .results import gaussian_log_likelihood, make_datatree, relevance_counts
 
 __all__ = [
     "SAMPLERS",
@@ -180,17 +180,17 @@ def _assemble(problem, model, *, alpha, beta, w, extra_stats, attrs, rng) -> xr.
         loglik = lik.loglik(F if softmax_model else F[..., None])
     dt = make_datatree(problem, basis=basis, columns=columns, posterior=posterior,
                        log_likelihood=loglik, sample_stats=extra_stats, attrs=attrs, **extra)
-    dt.attrs["n_relevant"] = _n_relevant(Phi, posterior, problem)
+    dt.attrs.update(relevance_counts(basis, columns, _gamma(Phi, posterior, problem)))
     return dt
 
 
-def _n_relevant(Phi, posterior, problem) -> int:
-    """The effective number of well-determined weights, ``sum_i gamma_i`` with ``gamma_i =
-    1 - alpha_i Sigma_ii`` (T01 eq. 17; MacKay 1992), at the posterior median of ``alpha`` (and
-    ``beta``), rounded. Regression: ``Sigma = (A + beta Phi^T Phi)^-1`` (T01 eq. 13);
-    classification: the Laplace form ``Sigma = (A + Phi^T B Phi)^-1`` (T01 eq. 26) with ``B`` the
-    logistic (softmax: per-class) curvature at the posterior-mean logits, summed over
-    classes and capped at the number of basis functions.
+def _gamma(Phi, posterior, problem) -> np.ndarray:
+    """Per column, how well-determined its weight is, ``gamma_i = 1 - alpha_i Sigma_ii``
+    (T01 eq. 17; MacKay 1992), at the posterior median of ``alpha`` (and ``beta``); their sum
+    is the effective number of relevant columns. Regression: ``Sigma = (A + beta Phi^T
+    Phi)^-1`` (T01 eq. 13); classification: the Laplace form ``Sigma = (A + Phi^T B
+    Phi)^-1`` (T01 eq. 26) with ``B`` the logistic (softmax: per-class) curvature at the
+    posterior-mean logits, summed over classes.
 
     A count of ``gamma_i > threshold`` is not used: with correlated basis functions (e.g.
     diabetes, width 5) the sampled posterior spreads the relevance over many of them, so at
@@ -213,16 +213,12 @@ def _n_relevant(Phi, posterior, problem) -> int:
             P /= P.sum(axis=1, keepdims=True)
             curv = P * (1 - P)
             cols = alpha
-    total = 0.0
+    gamma = np.zeros(M)
     for k in range(cols.shape[1]):
         H = Phi.T @ (curv[:, [k]] * Phi)
         H[np.diag_indices_from(H)] += cols[:, k]
-        try:
-            Sigma_diag = np.diag(np.linalg.inv(H))
-        except np.linalg.LinAlgError:  # pragma: no cover - H is SPD
-            return -1
-        total += float(np.sum(1.0 - cols[:, k] * Sigma_diag))
-    return int(min(round(total), M))
+        gamma += 1.0 - cols[:, k] * np.diag(np.linalg.inv(H))  # H is SPD
+    return gamma
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""One DataTree layout for every posterior (DESIGN.md, "Results").
+"""One DataTree layout for every posterior.
 
 Groups: ``posterior`` (``w``, ``alpha`` on dim ``basis``; ``beta``, ``noise_sd`` for
 regression), ``log_likelihood`` (``t`` on dim ``obs``), ``observed_data``, ``constant_data``
@@ -17,14 +17,12 @@ from typing import Any
 import arviz_base as azb
 import numpy as np
 import xarray as xr
-from xarray.backends import BackendArray
-from xarray.core import indexing
 from xarray.indexes import PandasIndex
 
 from sparsebayes.models import Basis
 
 __all__ = ["make_datatree", "basis_from_posterior", "gaussian_log_likelihood", "draw_gaussian",
-           "pointwise_budget_ok", "lazy_array"]
+           "pointwise_budget_ok", "relevance_counts"]
 
 POINTWISE_MAX = 25_000_000  # values (200 MB) of a log_likelihood group at most
 
@@ -45,35 +43,18 @@ def draw_gaussian(mu: np.ndarray, Sigma: np.ndarray, shape: tuple[int, ...],
     return mu + z @ root.T
 
 
-class _Deferred(BackendArray):
-    """An array computed by ``compute()`` on first access (xarray's lazy-loading protocol,
-    as for a variable of an opened file); ``compute`` must be picklable (a module-level
-    function or a ``functools.partial`` of one)."""
-
-    def __init__(self, shape: tuple[int, ...], compute) -> None:
-        self.shape = tuple(shape)
-        self.dtype = np.dtype(float)
-        self.compute = compute
-
-    def __getitem__(self, key):
-        return indexing.explicit_indexing_adapter(key, self.shape,
-                                                  indexing.IndexingSupport.BASIC, self._get)
-
-    def _get(self, key):
-        return np.asarray(self.compute(), dtype=float)[key]
-
-
-def lazy_array(shape: tuple[int, ...], compute):
-    """A float array of ``shape`` that :func:`make_datatree` stores unevaluated: ``compute()``
-    runs once, when the values are first read (``.values``, arithmetic, ArviZ, writing to
-    disk), and the result is kept. For pointwise log-likelihoods, which a fit builds for
-    every draw (1000 x N log-sigmoids, most of the cost of a small fit) and few callers
-    read."""
-    return indexing.MemoryCachedArray(indexing.LazilyIndexedArray(_Deferred(shape, compute)))
-
-
-def _is_lazy(values) -> bool:
-    return isinstance(values, indexing.ExplicitlyIndexed)
+def relevance_counts(basis: Basis, columns: np.ndarray, relevance=None) -> dict[str, int]:
+    """``n_relevant``: the relevant columns among ``columns`` of ``basis`` (bias and extra
+    terms included), and ``n_kernel_vectors``: those that are kernel functions, the count
+    Tipping (2001) reports (its tables count relevance vectors, not the bias).
+    ``relevance``: per column of ``columns``, 1/0 or an effective count such as
+    ``gamma_i = 1 - alpha_i Sigma_ii`` (T01 eq. 17); each total is rounded and capped at the
+    number of columns it sums over. Default: every column counts."""
+    columns = np.asarray(columns, dtype=int)
+    r = np.ones(columns.size) if relevance is None else np.asarray(relevance, dtype=float)
+    kernel = basis.kernel_index()[columns] >= 0
+    return {"n_relevant": int(min(round(float(r.sum())), columns.size)),
+            "n_kernel_vectors": int(min(round(float(r[kernel].sum())), int(kernel.sum())))}
 
 
 def gaussian_log_likelihood(t: np.ndarray, f: np.ndarray, beta: np.ndarray) -> np.ndarray:
@@ -141,8 +122,8 @@ def make_datatree(
     cache: dict = {}  # the indexes of the coordinates, built once for all groups
     children = {"posterior": _group(posterior, dims, coords, sample, index_cache=cache)}
     if log_likelihood is not None:  # None: too large to hold (see pointwise_budget_ok)
-        ll = log_likelihood if _is_lazy(log_likelihood) else np.asarray(log_likelihood)
-        children["log_likelihood"] = _group({"t": ll}, dims, coords, sample,
+        children["log_likelihood"] = _group({"t": np.asarray(log_likelihood)}, dims, coords,
+                                            sample,
                                             skip_event_dims=True, index_cache=cache)
     children["observed_data"] = _group({"t": np.asarray(problem.t)}, dims, coords, [],
                                        index_cache=cache)
@@ -164,7 +145,7 @@ def make_datatree(
     base_attrs = {
         "problem_kind": problem.kind,
         "basis_spec": basis.spec(),
-        "n_relevant": int(columns.size),
+        **relevance_counts(basis, columns),
         "sparsebayes_version": _version(),
     }
     if getattr(problem, "classes", None) is not None:
@@ -210,48 +191,20 @@ def _group(data: Mapping[str, np.ndarray], dims: Mapping[str, list[str]],
     return _dataset(data_vars, var_coords, index_cache, attrs)
 
 
-# xarray's private constructors (Dataset._construct_direct, DataTree._set_node_data, _parent,
-# _children) make the tree of a small fit ~3x cheaper; an xarray without them gets the public
-# constructors (the same tree: tests/test_results.py compares both with ArviZ's from_dict).
-FAST_TREE = hasattr(xr.Dataset, "_construct_direct") and all(
-    hasattr(xr.DataTree, a) for a in ("_set_node_data", "_children", "_parent"))
-
-
 def _dataset(data_vars: Mapping[str, tuple], coords: Mapping[str, Any], cache: dict | None,
              attrs: Mapping | None = None) -> xr.Dataset:
     """``xr.Dataset(data_vars, coords=coords, attrs=attrs)`` for ``coords`` that are 1-D, each
-    on its own dim, and ``data_vars`` that are ``(dims, array)`` pairs: the same object, built
-    by xarray's direct constructor (the one its own methods use), so without the public
-    constructor's merge and alignment of the variables, which find nothing to do here and
-    were most of the cost of a small fit's tree. The sizes are still checked
-    (``calculate_dimensions`` raises on a conflict). The indexes come from :func:`_indexed`."""
-    variables = {name: xr.Variable(d, v) for name, (d, v) in data_vars.items()}
+    on its own dim, with the indexes from :func:`_indexed` (built once per tree)."""
     coord_vars, indexes = _indexed(coords, cache)
-    if not FAST_TREE:
-        return xr.Dataset(variables, coords=xr.Coordinates(coord_vars, indexes=indexes),
-                          attrs=attrs)
-    variables.update(coord_vars)
-    return xr.Dataset._construct_direct(variables, set(coord_vars), attrs=dict(attrs or {}) or None,
-                                        indexes=indexes)
+    return xr.Dataset(data_vars, coords=xr.Coordinates(coord_vars, indexes=indexes),
+                      attrs=attrs)
 
 
 def _tree(children: Mapping[str, xr.Dataset]) -> xr.DataTree:
-    """A root without data over one level of ``children``: the tree ``root.children = {name:
-    xr.DataTree(ds)}`` builds (``from_dict`` would copy each node again), assembled as
-    xarray's own ``_copy_node`` does (``_set_node_data``) and linked as its ``_attach`` links
-    nodes: the datasets are this module's own, so each node takes its dataset without the
-    shallow copy ``xr.DataTree(ds)`` makes (~30 us a group), and without the children
-    setter's per-child alignment against the root, which holds no variables (~0.1 ms)."""
-    if not FAST_TREE:
-        root = xr.DataTree()
-        root.children = {name: xr.DataTree(ds) for name, ds in children.items()}
-        return root
-    root = xr.DataTree(xr.Dataset._construct_direct({}, set()))
-    for name, ds in children.items():
-        node = xr.DataTree(xr.Dataset._construct_direct({}, set()), name=name)
-        node._set_node_data(ds)
-        node._parent = root
-        root._children[name] = node
+    """A root without data over one level of ``children`` (assigned at once: half the cost
+    of ``DataTree.from_dict``, which copies every node again)."""
+    root = xr.DataTree()
+    root.children = {name: xr.DataTree(ds) for name, ds in children.items()}
     return root
 
 

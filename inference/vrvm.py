@@ -19,7 +19,13 @@ from sparsebayes.models.priors import resolve_prior
 
 from .evidence import check_basis
 from .numerics import gram_weight_posterior, one_blas_thread, warn_user
-from .results import draw_gaussian, gaussian_log_likelihood, make_datatree, pointwise_budget_ok
+from .results import (
+    draw_gaussian,
+    gaussian_log_likelihood,
+    make_datatree,
+    pointwise_budget_ok,
+    relevance_counts,
+)
 from .statistics import GramStatistics, gram_statistics
 
 __all__ = ["VRVMState", "vrvm", "vrvm_bound", "weight_bound_terms", "fit_vrvm", "gamma_entropy"]
@@ -265,6 +271,6 @@ def fit_vrvm(problem, *, seed: int | None = None, prior: GammaPrior | None = Non
         sample_stats={"elbo": (("iteration",), st.bound)},
         gaussian=gauss, attrs=attrs,
     )
-    dt.attrs["n_relevant"] = int(np.sum(gamma > relevance))
+    dt.attrs.update(relevance_counts(basis, st.active, gamma > relevance))
     return dt
 

@@ -54,6 +54,7 @@ from .laplace import (
     warn_fit,
 )
 from .numerics import cholesky, warn_user
+from .results import relevance_counts
 from .sequential import DenseProducts, Policy, SequentialSparseBayes
 from .vrvm import LOG_2PI, weight_bound_terms
 
@@ -561,7 +562,7 @@ def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPri
     del dt.attrs["log_evidence"]
     if not flat:  # every weight kept: count the well-determined ones
         gamma = 1.0 - st.alpha * np.diag(np.linalg.inv(st.H))
-        dt.attrs["n_relevant"] = int(np.unique(st.cols[gamma > relevance]).size)
+        dt.attrs.update(relevance_counts(basis, np.unique(st.cols[gamma > relevance])))
     dt.attrs.update(
         elbo=float(st.bound[-1]), bound_up_to_constant=int(not (prior.a > 0 and prior.b > 0)),
         prior=prior.to_json(),

@@ -168,10 +168,10 @@ def test_tipping_41_noise_free_sinc():
     problem = RVMRegression(X_SINC, F_SINC, kernel=LinearSplineKernel(), noise_sd=0.01)
     post = fit(problem, method="evidence-mackay", seed=0)
     err = np.abs(predict(post, X_SINC).mean - F_SINC).max()
-    assert post.attrs["n_relevant"] <= 12
+    assert post.attrs["n_kernel_vectors"] <= 12
     assert err <= 0.01
     fast = fit(problem, method="evidence", seed=0)
-    assert fast.attrs["n_relevant"] <= 12
+    assert fast.attrs["n_kernel_vectors"] <= 12
     assert np.abs(predict(fast, X_SINC).mean - F_SINC).max() <= 0.02
     assert fast.attrs["log_evidence"] == pytest.approx(post.attrs["log_evidence"], rel=1e-3)
 
@@ -185,7 +185,7 @@ def test_tipping_41_uniform_noise_sinc_20_draws(method):
     for seed in range(20):
         t = F_SINC + np.random.default_rng(seed).uniform(-0.2, 0.2, 100)
         post = fit(RVMRegression(X_SINC, t, kernel=LinearSplineKernel()), method=method, seed=0)
-        n_rv.append(post.attrs["n_relevant"])
+        n_rv.append(post.attrs["n_kernel_vectors"])
         rms.append(np.sqrt(np.mean((predict(post, X_SINC).mean - F_SINC) ** 2)))
     assert np.mean(n_rv) <= 10
     assert np.mean(rms) <= 0.045

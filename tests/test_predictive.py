@@ -348,7 +348,7 @@ def boston_losses():
         preds = {"rvm": predict(rvm_post, Xte, kind="rvm"),
                  "rvm*": predict(rvm_post, Xte, kind="rvm*"),
                  "gp": predict(gp_post, Xte)}
-        row = {"n_relevant": rvm_post.attrs["n_relevant"]}
+        row = {"n_relevant": rvm_post.attrs["n_kernel_vectors"]}
         for name, p in preds.items():
             row[name, "squared"] = metrics.squared_error(p, tte)
             row[name, "absolute"] = metrics.absolute_error(p, tte)

@@ -52,17 +52,10 @@ def _without_time_stamps(dt):
     return dt
 
 
-@pytest.mark.parametrize("fast", [True, False])
 @pytest.mark.parametrize("plain_stats", [True, False])
-def test_make_datatree_equals_arviz_from_dict(plain_stats, fast, monkeypatch, tmp_path):
-    """Both construction paths (xarray's private direct constructors and the public ones)
-    give ArviZ's tree, and the fast one behaves as any DataTree: paths, parents, a group
+def test_make_datatree_equals_arviz_from_dict(plain_stats, tmp_path):
+    """The result tree is ArviZ's tree and behaves as any DataTree: paths, parents, a group
     added later, copy and a netCDF round trip."""
-    from sparsebayes.inference import results
-
-    if fast and not results.FAST_TREE:
-        pytest.skip("this xarray lacks the private constructors")
-    monkeypatch.setattr(results, "FAST_TREE", fast)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(12, 2))
     problem = RVMClassification(X, np.arange(12) % 3, kernel=GaussianKernel(1.0))
@@ -128,3 +121,58 @@ def test_library_versions_is_read_once_and_names_numpy():
     first = library_versions()
     assert library_versions() is first  # cached: importlib.metadata is read once
     assert json.loads(first)["numpy"] == np.__version__
+
+
+def test_the_package_uses_public_xarray_only():
+    """No private xarray API anywhere in the package (pyproject pins no upper bound, so a
+    release may change any of it): no import from ``xarray.core`` and no private attribute
+    of an xarray object."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    private = {"_construct_direct", "_set_node_data", "_parent", "_children", "_copy_node",
+               "_variables", "_coord_names"}
+    found = []
+    for path in [*root.glob("inference/**/*.py"), *root.glob("models/**/*.py")]:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("xarray."):
+                if node.module.split(".")[1].startswith(("core", "_")):
+                    found.append(f"{path.name}: from {node.module} import ...")
+            elif isinstance(node, ast.Import):
+                found += [f"{path.name}: import {a.name}" for a in node.names
+                          if a.name.startswith("xarray.core")]
+            elif isinstance(node, ast.Attribute) and node.attr in private:
+                found.append(f"{path.name}:{node.lineno}: .{node.attr}")
+    assert not found, found
+
+
+def test_relevance_counts_separate_the_bias_from_the_kernel_vectors():
+    """Tipping (2001) counts relevance *vectors* (kernel functions), not the bias:
+    ``n_kernel_vectors`` is the count of relevant columns whose basis label is a kernel
+    centre, ``n_relevant`` includes the bias and raw-input terms, for every RVM method."""
+    import warnings
+
+    from sparsebayes.inference import fit
+
+    x = np.linspace(-10, 10, 60)
+    t = np.sinc(x / np.pi) + 0.05 * x + np.random.default_rng(0).normal(0, 0.1, 60)
+    problem = RVMRegression(x[:, None], t, kernel=GaussianKernel(3.0),
+                            extra_columns=("linear",))
+    labels = np.asarray(problem.basis.labels)
+    for method in ("evidence", "evidence-mackay", "vrvm"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            post = fit(problem, method, seed=0)
+        kept = post["posterior"]["basis"].values
+        if method == "vrvm":  # every weight kept; relevant: gamma_i > 0.01
+            g = post["gaussian_posterior"]
+            Sigma = g["Sigma"].values
+            gamma = 1 - g["alpha"].values * np.diag(Sigma)
+            kept = kept[gamma > 0.01]
+        is_kernel = np.array([lab.isdigit() for lab in kept])
+        assert set(kept) <= set(labels)
+        assert post.attrs["n_relevant"] == kept.size
+        assert post.attrs["n_kernel_vectors"] == is_kernel.sum()
+        assert post.attrs["n_relevant"] - post.attrs["n_kernel_vectors"] == (~is_kernel).sum()
