@@ -59,6 +59,7 @@ __all__ = [
 
 NOISE_WAIT = 50  # iterations at the initial noise before it is re-estimated every NOISE_EVERY
 NOISE_EVERY = 10
+START_CONDITION = 1e-10  # MacKay's start: alpha_i ||phi_i||^2 >= 1e-10 beta
 BETA_MAX_FACTOR = 1e6  # beta <= BETA_MAX_FACTOR / var(t): noise sd >= 1e-3 sd(t)
 
 
@@ -105,6 +106,9 @@ class _Design:
     def products(self, beta: float) -> DenseProducts:
         return DenseProducts(self.Phi, self.t, np.full(self.n, beta), self.symmetric_block,
                              diag=beta * np.einsum("nm,nm->m", self.Phi, self.Phi))
+
+    def column_sq_norms(self) -> np.ndarray:
+        return np.einsum("nm,nm->m", self.Phi, self.Phi)
 
     def gram(self, active) -> np.ndarray:
         if self.Phi.shape[1] > 5000:  # MacKay's full Gram matrix would be too large
@@ -597,41 +601,54 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
 def _run_mackay(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm=None,
                 prune_alpha=1e12):
     """Tipping (2001) re-estimation: alpha by (44) (= (16) for a = b = 0), noise by (46)
-    (= (18)); a basis is pruned when its alpha exceeds ``prune_alpha`` (App. B.1). Starts
-    like scikit-learn's ARDRegression: alpha = 1, beta = 1 / var(t)."""
+    (= (18)); a basis is pruned when its alpha exceeds ``prune_alpha`` (App. B.1), and when
+    every one is, the model is empty (``t ~ N(0, 1/beta I)``, pure noise). Starts like
+    scikit-learn's ARDRegression: alpha = 1, beta = 1 / var(t). The iteration runs on the
+    columns scaled to unit norm (``alpha_i`` becomes ``alpha_i / ||phi_i||^2``): eqs.
+    (12)-(18) and the evidence are invariant to the scaling, which keeps ``beta Phi^T Phi +
+    A`` as well conditioned as the columns' angles allow (a cubic polynomial kernel on inputs
+    near 100 has column norms ~1e13), and no starting alpha is below ``START_CONDITION *
+    beta`` in those units (the first ``beta Phi^T Phi + A`` has a condition number below
+    ~M / START_CONDITION)."""
     N, M = data.n, data.Phit.size
+    d = np.sqrt(np.maximum(data.column_sq_norms(), 1e-300))
+    Phit = data.Phit / d
     if warm is None:
-        active, alpha = np.arange(M), np.ones(M)
         if estimate_noise:
             beta = 1.0 / data.var_t
+        active, alpha = np.arange(M), np.maximum(1.0 / d**2, START_CONDITION * beta)
     else:
-        active, alpha = np.asarray(warm[0]), np.asarray(warm[1], dtype=float)
+        active = np.asarray(warm[0])
+        alpha = np.asarray(warm[1], dtype=float) / d[active] ** 2
     trace = []
     converged = False
     it = 0
     for it in range(1, max_iter + 1):  # noqa: B007 (it is returned)
-        mu, Sigma, L = gram_weight_posterior(data.gram(active), data.Phit[active], alpha, beta)
-        rss = data.rss(active, mu)
+        da = d[active]
+        mu, Sigma, L = gram_weight_posterior(data.gram(active) / np.outer(da, da),
+                                             Phit[active], alpha, beta)
+        rss = data.rss(active, mu / da)
         trace.append(evidence_from_factor(N, beta, alpha, L, rss, mu))
         gamma = 1.0 - alpha * np.diag(Sigma)
-        alpha_new = (gamma + 2 * prior.a) / (mu**2 + 2 * prior.b)  # (44)
+        alpha_new = (gamma + 2 * prior.a) / (mu**2 + 2 * prior.b * da**2)  # (44)
         alpha_new = np.where(alpha_new > 0, alpha_new, np.inf)
         beta_new = beta
         if estimate_noise:
-            beta_new = float(min((N - gamma.sum() + 2 * prior.c) / (rss + 2 * prior.d),
-                                 beta_max))  # (46)
-        keep = alpha_new < prune_alpha
-        if not keep.any():
-            keep[np.argmin(alpha_new)] = True
-        change = np.max(np.abs(np.log(alpha_new[keep] / alpha[keep])))
-        change = max(change, abs(np.log(beta_new / beta)))
+            beta_new = _noise_update(N, rss, gamma, prior, beta_max)  # (46)
+        keep = alpha_new * da**2 < prune_alpha
+        change = abs(np.log(beta_new / beta))
+        if keep.any():
+            change = max(change, np.max(np.abs(np.log(alpha_new[keep] / alpha[keep]))))
         pruned = not keep.all()
         active, alpha, beta = active[keep], alpha_new[keep], beta_new
         if change < tol and not pruned:
             converged = True
             break
-    mu, Sigma, _ = gram_weight_posterior(data.gram(active), data.Phit[active], alpha, beta)
-    return active, alpha, beta, mu, Sigma, trace, converged, it
+    da = d[active]
+    mu, Sigma, _ = gram_weight_posterior(data.gram(active) / np.outer(da, da), Phit[active],
+                                         alpha, beta)
+    return (active, alpha * da**2, beta, mu / da, Sigma / np.outer(da, da), trace, converged,
+            it)
 
 
 def _to_datatree(problem, sol: _Solution, *, method: str, seed, draws: int, chains: int

@@ -538,10 +538,8 @@ def _run_mackay(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, shared,
             new = (gamma + 2 * prior_a) / (theta**2 + 2 * b_prior[cols])
         new = np.where(new > 0, new, np.inf)
         new = np.maximum(new, alpha_min)
-        keep = new < PRUNE_ALPHA
-        if not keep.any():
-            keep[np.argmin(new)] = True
-        change = np.max(np.abs(np.log(new[keep] / alpha[keep])))
+        keep = new < PRUNE_ALPHA  # none kept: the empty model, every logit 0
+        change = np.max(np.abs(np.log(new[keep] / alpha[keep])), initial=0.0)
         pruned = not keep.all()
         cols, cls, alpha, theta = cols[keep], cls[keep], new[keep], theta[keep]
         if change < tol and not pruned:

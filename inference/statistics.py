@@ -47,6 +47,9 @@ class GramStatistics:
     def gram(self, active) -> np.ndarray:
         return self.G[np.ix_(active, active)]
 
+    def column_sq_norms(self) -> np.ndarray:
+        return np.diag(self.G).copy()
+
     def rss(self, active, mu: np.ndarray) -> float:
         """``||t - Phi_active mu||^2 = tt - 2 mu^T Phi_a^T t + mu^T G_aa mu`` (>= 0)."""
         return max(float(self.tt - 2 * mu @ self.Phit[active]

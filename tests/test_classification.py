@@ -512,3 +512,22 @@ def test_advi_divergence_is_a_clear_error():
     with pytest.raises(FloatingPointError, match=r"ADVI diverged.*Student-t.*prior=None"):
         fit(RVMClassification(X, y, kernel=GaussianKernel(0.5)), "advi", seed=1,
             learning_rate=0.5, prior=GammaPrior(a=0.01, b=1e-6, c=0, d=0))
+
+
+def test_mackay_with_every_weight_pruned_is_the_empty_model():
+    """Two points, one per class, far apart for the kernel: MacKay's re-estimation (T01 §3,
+    eq. 16) prunes every weight. The result is the empty model, every logit 0: the Laplace
+    evidence is exactly sum_n ln sigma(0) = N ln 1/2 and every probability 1/2, finite (the
+    last weight used to be kept with alpha = inf: log evidence NaN and no convergence)."""
+    import warnings
+
+    from sparsebayes.inference import RVC
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumericalWarning)  # one example per class
+        warnings.simplefilter("error", RuntimeWarning)
+        clf = RVC(width=2**0.5, posterior="evidence-mackay").fit([[1, 2], [2, 1]], ["A", "B"])
+    post = clf.posterior_
+    assert post.attrs["converged"] == 1 and post.attrs["n_relevant"] == 0
+    assert post.attrs["log_evidence"] == pytest.approx(2 * np.log(0.5), abs=1e-12)
+    np.testing.assert_allclose(clf.predict_proba([[1, 2], [0, 5]]), 0.5)
