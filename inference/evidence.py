@@ -39,6 +39,7 @@ from .results import draw_gaussian, gaussian_log_likelihood, make_datatree, poin
 from .sequential import (
     ALIGNMENT_MAX,
     DenseProducts,
+    Policy,
     SequentialSparseBayes,
     basis_objective,
     optimal_alpha,
@@ -59,6 +60,7 @@ __all__ = [
 
 NOISE_WAIT = 50  # iterations at the initial noise before it is re-estimated every NOISE_EVERY
 NOISE_EVERY = 10
+LOCAL_SEARCH_MAX_COLUMNS = 300  # fit_fast's default local search up to this many columns
 START_CONDITION = 1e-10  # MacKay's start: alpha_i ||phi_i||^2 >= 1e-10 beta
 BETA_MAX_FACTOR = 1e6  # beta <= BETA_MAX_FACTOR / var(t): noise sd >= 1e-3 sd(t)
 
@@ -82,6 +84,7 @@ class _Solution:
     n_iter: int
     notes: list[str] = field(default_factory=list)
     var_t: float = 1.0
+    search_runs: int = 0
 
 
 def _prior(problem) -> GammaPrior:
@@ -142,7 +145,8 @@ def _noise_update(n: int, rss: float, gamma: np.ndarray, prior: GammaPrior, beta
     return float(min(max(beta, 1e-300), beta_max))
 
 
-def _run_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm=None):
+def _run_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm=None,
+              policy=None):
     """Tipping & Faul's loop for regression on ``data`` (the design or its statistics).
 
     The design is used as it is (no column scaling: the flat-prior evidence, the Cholesky
@@ -158,6 +162,10 @@ def _run_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm=N
     start = {}
     if warm is not None:
         start = {"active": list(warm[0]), "alpha": np.array(warm[1], dtype=float)}
+        if len(warm) > 2:  # the noise level the warm state was converged at
+            beta = warm[2]
+    if policy is not None:
+        start["policy"] = policy
     state = SequentialSparseBayes(a_prior=prior.a, b_prior=prior.b,
                                   products=data.products(beta), **start)
     trace = [state.log_evidence()]
@@ -186,6 +194,33 @@ def _run_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm=N
     act = np.asarray(state.active)
     return (act, state.alpha.copy(), beta, state.mu, state.Sigma, trace, converged, it,
             state.n_degenerate())
+
+
+def _escape_local_optima(run, fitted, max_rounds: int = 3):
+    """Local search over the fast algorithm's optima (it stops at the first model no single
+    add, delete or re-estimate improves, TF03 §4, which depends on the order the bases came
+    in): for each basis in the model, converge again without it (``Policy.tabu``), then with
+    it allowed back, and keep the result if its evidence is higher; repeat while that
+    helps (at most ``max_rounds`` improvements). ``run(warm, tabu)`` runs the algorithm and
+    returns :func:`_run_fast`'s tuple. Returns the best tuple (its iteration count the total
+    of every run) and the number of runs.
+    On Tipping's sinc (T01 §4.1) this reaches the evidence of MacKay's re-estimation or a
+    higher one, which the single pass did not (0.02-0.3 nats below it)."""
+    best, runs, iters = fitted, 0, fitted[7]
+    for _ in range(max_rounds):
+        act, alpha, beta = best[0], best[1], best[2]
+        for i in act:
+            keep = act != i
+            without = run((act[keep], alpha[keep], beta), {int(i)})
+            back = run((without[0], without[1], without[2]), set())
+            runs += 2
+            iters += without[7] + back[7]
+            if back[5][-1] > best[5][-1] + 1e-8 * max(1.0, abs(best[5][-1])):
+                best = back
+                break
+        else:
+            break
+    return (*best[:7], iters, best[8]), runs
 
 
 def _width_gradient(b: Basis, X, t, cols, mu, Sigma, beta: float) -> np.ndarray:
@@ -525,7 +560,7 @@ def _check_width_bounds(width_bounds) -> None:
 
 
 def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int = 50,
-           width_bounds=None) -> _Solution:
+           width_bounds=None, local_search: bool = False) -> _Solution:
     """Run ``algorithm`` ("fast" or "mackay"); with ``learn_width`` alternate it with
     L-BFGS steps on the log widths at fixed hyperparameters (coordinate ascent on the
     evidence; Tipping §4.3 interleaves the two in the same way), the widths kept within
@@ -540,6 +575,7 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
     trace: list[float] = []
     notes: list[str] = []
     total_iter = 0
+    search_runs = 0
     log_bounds = None
     beta = var_t = None
     if problem.learn_width and basis.kernel.is_ard:
@@ -557,8 +593,14 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
                 beta = 1.0 / problem.noise_sd**2 if not estimate_noise else 1.0 / (0.1 * var_t)
             beta = min(beta, beta_max)
         if algorithm == "fast":
-            active, alpha, beta, mu, Sigma, tr, converged, n_iter, n_aligned = _run_fast(
-                data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm)
+            fitted = _run_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm)
+            if local_search and not problem.learn_width:
+                def run(start, tabu, data=data, beta_max=beta_max):
+                    return _run_fast(data, prior, start[2], estimate_noise, beta_max,
+                                     max_iter, tol, start, Policy(tabu=tabu))
+                fitted, runs = _escape_local_optima(run, fitted)
+                search_runs += runs
+            active, alpha, beta, mu, Sigma, tr, converged, n_iter, n_aligned = fitted
             if n_aligned:
                 notes.append(f"{n_aligned} candidate basis functions were skipped as "
                              "numerical duplicates of basis functions in the model (cosine > "
@@ -595,7 +637,7 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
         mu, Sigma, _ = gram_weight_posterior(stats.G, stats.Phit, alpha, beta)
         logev = gram_log_evidence(stats.G, stats.Phit, stats.tt, stats.n, alpha, beta)
     return _Solution(basis, active, alpha, beta, mu, Sigma, logev, trace, converged,
-                     total_iter, notes, var_t)
+                     total_iter, notes, var_t, search_runs)
 
 
 def _run_mackay(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm=None,
@@ -679,6 +721,7 @@ def _to_datatree(problem, sol: _Solution, *, method: str, seed, draws: int, chai
         "converged": int(sol.converged),
         "n_iter": int(sol.n_iter),
         "noise_fixed": int(problem.noise_sd is not None),
+        "local_search_runs": int(sol.search_runs),
         "hyperparameters": "point estimates (type-II ML): alpha and beta are constant across "
                            "draws; w is drawn from its Gaussian posterior N(mu, Sigma)",
         "default_predict_kind": "rvm",
@@ -701,7 +744,8 @@ def _to_datatree(problem, sol: _Solution, *, method: str, seed, draws: int, chai
     )
 
 
-def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, width_bounds):
+def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, width_bounds,
+         local_search=False):
     if problem.kind != "regression":
         raise TypeError(f"{method!r} here is for RVMRegression, got {type(problem).__name__}")
     if not isinstance(max_iter, int | np.integer) or max_iter <= 0:
@@ -717,7 +761,7 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, widt
     # one BLAS thread; on busy cores the default threads made a whole fit 3-6x slower.
     with one_blas_thread() if algorithm == "fast" else contextlib.nullcontext():
         sol = _solve(problem, algorithm=algorithm, max_iter=int(max_iter), tol=float(tol),
-                     width_bounds=width_bounds)
+                     width_bounds=width_bounds, local_search=local_search)
         post = _to_datatree(problem, sol, method=method, seed=seed, draws=draws,
                             chains=chains)
     for note in sol.notes:
@@ -735,7 +779,8 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, widt
 
 
 def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-6,
-             draws: int = 500, chains: int = 2, width_bounds=None) -> xr.DataTree:
+             draws: int = 500, chains: int = 2, width_bounds=None,
+             local_search: bool | None = None) -> xr.DataTree:
     """Type-II ML by Tipping & Faul's (2003) fast sequential algorithm.
 
     Stops when no basis can be added or deleted and every re-estimate changes ``ln alpha``
@@ -746,9 +791,16 @@ def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-6,
     With one width per input (ARD) the search does not start from the problem's widths but
     from the tied-alpha model's optimum (:func:`_tied_start`), so the result does not depend
     on them; None then means :func:`default_width_bounds`.
+    ``local_search``: after convergence, try converging again without each basis in the
+    model and keep a higher evidence (:func:`_escape_local_optima`); default (None): on for
+    bases of at most ``LOCAL_SEARCH_MAX_COLUMNS`` columns, where it costs milliseconds (the
+    number of extra runs is the result's ``local_search_runs``). Not with ``learn_width``.
     """
+    if local_search is None:
+        local_search = problem.basis.n_columns <= LOCAL_SEARCH_MAX_COLUMNS
     return _fit(problem, "fast", "evidence", seed=seed, max_iter=max_iter, tol=tol,
-                draws=draws, chains=chains, width_bounds=width_bounds)
+                draws=draws, chains=chains, width_bounds=width_bounds,
+                local_search=bool(local_search))
 
 
 def fit_mackay(problem, *, seed=None, max_iter: int = 5000, tol: float = 1e-6,

@@ -155,7 +155,7 @@ def test_fast_and_mackay_reach_the_same_evidence_on_sinc(kernel):
     fast = fit(problem, method="evidence", seed=0)
     mackay = fit(problem, method="evidence-mackay", seed=0)
     assert fast.attrs["converged"] and mackay.attrs["converged"]
-    assert fast.attrs["log_evidence"] == pytest.approx(mackay.attrs["log_evidence"], rel=1e-3)
+    assert fast.attrs["log_evidence"] >= mackay.attrs["log_evidence"] - 1e-6
     # the reported value is eq. (15) at the returned hyperparameters
     g = fast["gaussian_posterior"]
     Phi = problem.basis.design(X_SINC, columns=[problem.basis.labels.index(c)
@@ -166,16 +166,46 @@ def test_fast_and_mackay_reach_the_same_evidence_on_sinc(kernel):
 
 def test_tipping_41_noise_free_sinc():
     """Tipping (2001) §4.1: noise-free sinc, linear spline (eq. 29), sigma fixed at 0.01:
-    9 relevance vectors, max error 0.0070 with his re-estimation (MacKay) algorithm."""
+    9 relevance vectors, max error 0.0070 with his re-estimation (MacKay) algorithm. Ours:
+    MacKay 9 vectors, max error 0.0071; the default fast algorithm with its local search
+    9 vectors, max error 0.0082 on a dense grid, log evidence 305.457 against MacKay's
+    305.504 (the single pass stopped at 305.392 with max error 0.0113)."""
     problem = RVMRegression(X_SINC, F_SINC, kernel=LinearSplineKernel(), noise_sd=0.01)
+    grid = np.linspace(-10, 10, 1000)[:, None]
+    truth = np.sinc(grid[:, 0] / np.pi)
     post = fit(problem, method="evidence-mackay", seed=0)
-    err = np.abs(predict(post, X_SINC).mean - F_SINC).max()
-    assert post.attrs["n_kernel_vectors"] <= 12
-    assert err <= 0.01
-    fast = fit(problem, method="evidence", seed=0)
-    assert fast.attrs["n_kernel_vectors"] <= 12
-    assert np.abs(predict(fast, X_SINC).mean - F_SINC).max() <= 0.02
-    assert fast.attrs["log_evidence"] == pytest.approx(post.attrs["log_evidence"], rel=1e-3)
+    assert post.attrs["n_kernel_vectors"] <= 10
+    assert np.abs(predict(post, grid).mean - truth).max() <= 0.0075
+    fast = fit(problem, seed=0)  # the default method
+    assert fast.attrs["n_kernel_vectors"] <= 10
+    assert np.abs(predict(fast, grid).mean - truth).max() <= 0.01
+    assert fast.attrs["log_evidence"] == pytest.approx(post.attrs["log_evidence"], abs=0.06)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fast_with_local_search_reaches_mackays_evidence(seed):
+    """The fast algorithm stops at the first model that no single add, delete or
+    re-estimate improves (TF03 §4), which depends on the order the bases came in: on
+    Tipping's noisy sinc (T01 §4.1) it stopped 0.015-0.29 nats below MacKay's re-estimation
+    (e.g. seed 0 with the linear spline: 42.239 against 42.255). Its local search
+    (converge again without each basis in turn) reaches MacKay's evidence or a higher
+    one; the reported value is eq. (15) recomputed at the returned hyperparameters."""
+    t = F_SINC + np.random.default_rng(seed).uniform(-0.2, 0.2, 100)
+    for kernel in (GaussianKernel(3.0), LinearSplineKernel()):
+        problem = RVMRegression(X_SINC, t, kernel=kernel)
+        fast = fit(problem, seed=0)
+        with warnings.catch_warnings():  # seed 2's spline: MacKay still creeping at 5000
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            mackay = fit(problem, "evidence-mackay", seed=0)
+        single = fit(problem, seed=0, local_search=False)
+        assert fast.attrs["log_evidence"] >= mackay.attrs["log_evidence"] - 1e-6
+        assert fast.attrs["log_evidence"] >= single.attrs["log_evidence"] - 1e-9
+        assert fast.attrs["local_search_runs"] > 0 == single.attrs["local_search_runs"]
+        g = fast["gaussian_posterior"]
+        Phi = problem.basis.design(X_SINC, columns=[problem.basis.labels.index(c)
+                                                    for c in g["basis"].values])
+        assert fast.attrs["log_evidence"] == pytest.approx(
+            direct_log_evidence(Phi, t, g["alpha"].values, float(g["beta"])), rel=1e-8)
 
 
 @pytest.mark.slow
