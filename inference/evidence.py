@@ -594,7 +594,8 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
             beta = min(beta, beta_max)
         if algorithm == "fast":
             fitted = _run_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm)
-            if local_search and not problem.learn_width:
+            # a proper prior on alpha keeps every basis (T01 App. A): nothing to search
+            if local_search and not problem.learn_width and prior.a == 0 and not np.any(prior.b):
                 def run(start, tabu, data=data, beta_max=beta_max):
                     return _run_fast(data, prior, start[2], estimate_noise, beta_max,
                                      max_iter, tol, start, Policy(tabu=tabu))
@@ -794,7 +795,8 @@ def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-6,
     ``local_search``: after convergence, try converging again without each basis in the
     model and keep a higher evidence (:func:`_escape_local_optima`); default (None): on for
     bases of at most ``LOCAL_SEARCH_MAX_COLUMNS`` columns, where it costs milliseconds (the
-    number of extra runs is the result's ``local_search_runs``). Not with ``learn_width``.
+    number of extra runs is the result's ``local_search_runs``). Not with ``learn_width`` or
+    a proper prior on ``alpha`` (which keeps every basis).
     """
     if local_search is None:
         local_search = problem.basis.n_columns <= LOCAL_SEARCH_MAX_COLUMNS
