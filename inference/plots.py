@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 import xarray as xr
 
+from .compare import compare_posteriors
 from .results import basis_from_posterior
 
 __all__ = ["plot_posteriors"]
@@ -27,8 +28,11 @@ def plot_posteriors(posteriors: Mapping[str, xr.DataTree], X=None, *, ci_prob: f
     """Compare posteriors from several methods in one figure.
 
     Panels: (1) median and central ``ci_prob`` interval of each weight ``w_i`` per method,
-    for the ``max_weights`` bases with the largest median ``|w_i|`` in any method;
-    (2) the same for ``log10 alpha_i`` (point-estimate methods show a point);
+    for the ``max_weights`` bases with the largest median ``|w_i|`` in any method (the
+    results aligned by :func:`~sparsebayes.inference.compare.compare_posteriors`: a pruned
+    weight shows as 0, and results on different basis functions are refused);
+    (2) the same for ``log10 alpha_i`` (point-estimate methods show a point, pruned
+    columns none);
     (3) with a 1-D ``X`` (regression only): each method's predictive mean and central band
     of ``t`` (``Phi w`` plus noise, over the posterior draws), with the training data.
 
@@ -54,9 +58,10 @@ def plot_posteriors(posteriors: Mapping[str, xr.DataTree], X=None, *, ci_prob: f
     n_panels = 3 if show_pred else 2
     fig, axes = plt.subplots(1, n_panels, figsize=figsize or (5 * n_panels, 4.5))
 
+    aligned = compare_posteriors(posteriors)
     # the bases to show: largest median |w| in any method
     size: dict[str, float] = {}
-    for post in posteriors.values():
+    for post in aligned.values():
         med = np.median(np.abs(_draws(post, "w")), axis=0)
         med = med.max(axis=1) if med.ndim == 2 else med
         for lab, m in zip(_labels(post), med):
@@ -68,16 +73,16 @@ def plot_posteriors(posteriors: Mapping[str, xr.DataTree], X=None, *, ci_prob: f
     offsets = np.linspace(-0.3, 0.3, n_methods) if n_methods > 1 else np.zeros(1)
 
     for k, (name, post) in enumerate(posteriors.items()):
-        labels = _labels(post)
+        labels = _labels(aligned[name])
         color = f"C{k}"
         for ax, var, transform in ((axes[0], "w", None), (axes[1], "alpha", np.log10)):
-            d = _draws(post, var)
+            d = _draws(aligned[name], var)
             if d.ndim == 3:  # softmax: first class only
                 d = d[..., 0]
             if transform is not None:
                 with np.errstate(divide="ignore"):
                     d = transform(d)
-            idx = [i for i, lab in enumerate(labels) if lab in pos]
+            idx = [i for i, lab in enumerate(labels) if lab in pos and np.isfinite(d[:, i]).all()]
             if not idx:
                 continue
             y = np.array([pos[labels[i]] for i in idx]) + offsets[k]

@@ -39,7 +39,7 @@ from sklearn.calibration import calibration_curve
 from sklearn.model_selection import GridSearchCV
 from sklearn.svm import SVC
 
-from sparsebayes.inference import fit, predict
+from sparsebayes.inference import compare_posteriors, fit, predict
 from sparsebayes.models import GaussianKernel, RVMClassification
 
 SMALL = os.environ.get("SPARSEBAYES_SMALL") == "1"
@@ -206,8 +206,8 @@ fig.tight_layout()
 
 # %%
 shown = [str(b) for b in post["posterior"]["basis"].values]
-pc = az.plot_forest(posts, var_names=["w"], coords={"basis": shown}, combined=True,
-                    ci_probs=(0.5, 0.9))
+pc = az.plot_forest(compare_posteriors(posts), var_names=["w"], coords={"basis": shown},
+                    combined=True, ci_probs=(0.5, 0.9))
 
 # %% [markdown]
 # ## 5. The variational RVM: a bound instead of the Laplace approximation
