@@ -18,13 +18,13 @@ import xarray as xr
 from .numerics import check_positive_int
 from .results import basis_from_posterior
 
-__all__ = ["compare_posteriors"]
+__all__ = ["compare_posteriors", "basis_key"]
 
 # the value a variable on dim ``basis`` takes for a column the fit pruned
 PRUNED = {"w": 0.0, "z": 0.0, "alpha": np.inf}
 
 
-def _basis_key(post: xr.DataTree) -> tuple[str, bytes]:
+def basis_key(post: xr.DataTree) -> tuple[str, bytes]:
     """What fixes the basis functions: the basis spec (kernel, width, bias, extra terms) and
     the centres (the dictionary, or the training inputs)."""
     const = post["constant_data"]
@@ -58,8 +58,8 @@ def compare_posteriors(posteriors: Mapping[str, xr.DataTree], *, draws: int = 10
                              f"{post.attrs.get('problem_kind', 'non-RVM')} result); compare "
                              "its predictions with predict() instead")
         if first is None:
-            first = (name, _basis_key(post))
-        elif _basis_key(post) != first[1]:
+            first = (name, basis_key(post))
+        elif basis_key(post) != first[1]:
             raise ValueError(
                 f"posteriors[{name!r}] and posteriors[{first[0]!r}] were fitted on different "
                 "basis functions (kernel, width or centres differ), so their weights are not "

@@ -19,6 +19,7 @@ from scipy import stats
 from sparsebayes.models.problems import check_targets
 
 __all__ = [
+    "holm",
     "squared_error",
     "absolute_error",
     "nlpd",
@@ -166,3 +167,19 @@ def paired_t_test(loss_a, loss_b) -> tuple[float, float]:
     if np.all(diff == diff[0]):
         return float(diff[0]), (1.0 if diff[0] == 0 else 0.0)
     return float(np.mean(diff)), float(stats.ttest_rel(a, b).pvalue)
+
+
+def holm(pvalues) -> np.ndarray:
+    """Holm's (1979) step-down adjustment of ``m`` p-values for the family-wise error rate:
+    the ``k``-th smallest becomes ``max_{j <= k} min(1, (m - j + 1) p_(j))``. Rejecting the
+    hypotheses whose adjusted p-value is below ``a`` controls the chance of any false
+    rejection at ``a``, whatever the dependence between the tests."""
+    p = np.asarray(pvalues, dtype=float).reshape(-1)
+    if np.any(np.isnan(p)) or np.any((p < 0) | (p > 1)):
+        raise ValueError(f"p-values must lie in [0, 1], got {p}")
+    order = np.argsort(p, kind="stable")
+    m = p.size
+    adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    out = np.empty(m)
+    out[order] = adjusted
+    return out

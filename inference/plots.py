@@ -24,7 +24,8 @@ def _labels(post: xr.DataTree) -> list[str]:
 
 
 def plot_posteriors(posteriors: Mapping[str, xr.DataTree], X=None, *, ci_prob: float = 0.9,
-                    max_weights: int = 20, X_train=None, t_train=None, figsize=None):
+                    max_weights: int = 20, X_train=None, t_train=None, figsize=None,
+                    colors: Mapping[str, str] | None = None):
     """Compare posteriors from several methods in one figure.
 
     Panels: (1) median and central ``ci_prob`` interval of each weight ``w_i`` per method,
@@ -36,6 +37,7 @@ def plot_posteriors(posteriors: Mapping[str, xr.DataTree], X=None, *, ci_prob: f
     (3) with a 1-D ``X`` (regression only): each method's predictive mean and central band
     of ``t`` (``Phi w`` plus noise, over the posterior draws), with the training data.
 
+    ``colors``: {method name: matplotlib colour} (default: the colour cycle in order).
     Returns the matplotlib ``Figure``.
     """
     import matplotlib.pyplot as plt
@@ -74,7 +76,7 @@ def plot_posteriors(posteriors: Mapping[str, xr.DataTree], X=None, *, ci_prob: f
 
     for k, (name, post) in enumerate(posteriors.items()):
         labels = _labels(aligned[name])
-        color = f"C{k}"
+        color = (colors or {}).get(name, f"C{k}")
         for ax, var, transform in ((axes[0], "w", None), (axes[1], "alpha", np.log10)):
             d = _draws(aligned[name], var)
             if d.ndim == 3:  # softmax: first class only

@@ -155,3 +155,85 @@ def test_report_compares_posteriors_with_short_names(tmp_path):
     t = pd.read_csv(out / "results.csv")
     assert t.loc[t["method"] == "gp/evidence", "n_relevant"].isna().all()
 
+
+
+def test_holm_against_a_hand_computation():
+    """Holm (1979): sorted p = (0.005, 0.01, 0.03, 0.04), m = 4 -> 4 x 0.005 = 0.02,
+    3 x 0.01 = 0.03, 2 x 0.03 = 0.06, then max(0.06, 1 x 0.04) = 0.06 (monotone)."""
+    from sparsebayes.inference.metrics import holm
+
+    np.testing.assert_allclose(holm([0.01, 0.04, 0.03, 0.005]), [0.03, 0.06, 0.06, 0.02])
+    np.testing.assert_allclose(holm([0.5, 0.9]), [1.0, 1.0])  # 2 x 0.5 = 1, then monotone
+    with pytest.raises(ValueError, match="p-values"):
+        holm([0.1, 1.5])
+
+
+def _synthetic(losses: dict[str, list[float]], **extra) -> pd.DataFrame:
+    rows = []
+    for m, values in losses.items():
+        for split, v in enumerate(values):
+            rows.append({"dataset": "d", "split": split, "method": m, "task": "regression",
+                         "status": "ok", "mse": v, "rmse": np.sqrt(v), "mae": v,
+                         "n_relevant": extra.get(m, np.nan)})
+    return pd.DataFrame(rows)
+
+
+def test_conclusions_name_the_best_method_with_holm_corrected_tests():
+    """The best method is the lowest mean loss; the others' paired t-tests against it
+    (scipy.stats.ttest_rel) are Holm-corrected before they are called different."""
+    from sparsebayes.inference.metrics import holm
+    from sparsebayes.inference.study.report import best_methods, conclusions
+
+    rng = np.random.default_rng(0)
+    base = rng.uniform(1, 2, 10)
+    t = _synthetic({"a": base + 0.3 + 0.01 * rng.normal(size=10),
+                    "b": base + 0.001 * rng.normal(size=10),
+                    "c": base + 0.02 + 0.05 * rng.normal(size=10)}, a=5, b=20, c=8)
+    res = best_methods(t, "d", "mse")
+    assert res["best"] == "b"
+    raw = [stats.ttest_rel(t[t.method == m]["mse"], t[t.method == "b"]["mse"]).pvalue
+           for m in ("a", "c")]
+    np.testing.assert_allclose([res["p"]["a"], res["p"]["c"]], holm(raw))
+    text = "\n".join(conclusions(t, "d", "regression"))
+    mean_b = t[t.method == "b"]["mse"].mean()
+    assert f"`b` is lowest ({mean_b:.3f})" in text
+    assert "worse (Holm-adjusted p < 0.05): `a`" in text
+    assert "**Sparsity**: `a` keeps the fewest vectors (5.0)" in text
+
+
+def test_one_colour_per_method_across_the_report():
+    from sparsebayes.inference.study.report import method_colors
+
+    names = ["rvm/evidence", "rvm/nuts", "svm"]
+    assert method_colors(names) == {"rvm/evidence": "C0", "rvm/nuts": "C1", "svm": "C2"}
+    many = method_colors([f"m{i}" for i in range(13)])
+    assert len({tuple(v) for v in many.values()}) == 13
+
+
+def test_a_study_whose_cells_all_fail_reports_the_errors(tmp_path):
+    """Every cell fails (MacKay stopped after one iteration cannot fail, so: a width the
+    kernel refuses); the report lists each cell's error instead of crashing."""
+    out = tmp_path / "fail"
+    t = st.run_study("sinc:n_train=20:n_test=20", "rvm/evidence:width=-1", 2, out,
+                     progress=False)
+    assert (t["status"] != "ok").all()
+    md = write_report(out).read_text()
+    assert "No cell of this data set finished." in md
+    for err in t["error"]:
+        assert str(err)[:60].replace("|", "\\|") in md
+    assert "Training size nan" not in md
+
+
+def test_marked_vectors_equal_the_tables_count(tmp_path):
+    """The figure marks the positions of the relevance vectors the table counts
+    (n_relevant: T01's count of kernel vectors, the bias apart), for a pruning fit and for
+    one that keeps every weight (VRVM)."""
+    out = tmp_path / "marks"
+    st.run_study("sinc:n_train=40:n_test=40", "rvm/evidence,rvm/vrvm", 1, out,
+                 progress=False)
+    t = pd.read_csv(out / "results.csv")
+    for cell in out.glob("cells/*/*/*.npz"):
+        with np.load(cell) as f:
+            marked = f["relevant_x"].shape[0]
+        method = "rvm/vrvm" if "vrvm" in str(cell) else "rvm/evidence"
+        assert marked == t.loc[t["method"] == method, "n_relevant"].iloc[0], method

@@ -62,7 +62,9 @@ def score(pred, y, task: str) -> dict[str, float]:
         out = {"mse": metrics.squared_error(pred, y), "rmse": metrics.rmse(pred, y),
                "mae": metrics.mae(pred, y)}
         if hasattr(pred, "logpdf"):
-            out.update(nlpd=metrics.nlpd(pred, y), coverage95=metrics.coverage(pred, y, 0.95))
+            out.update(nlpd=metrics.nlpd(pred, y), coverage95=metrics.coverage(pred, y, 0.95),
+                       coverage90=metrics.coverage(pred, y, 0.90),
+                       pred_sd=float(np.mean(np.sqrt(pred.var))))
         return out
     if not hasattr(pred, "proba"):
         return {"error_rate": metrics.error_rate(pred, y, classes="labels")}
@@ -85,18 +87,22 @@ def _plot_grid(split: Split, task: str) -> np.ndarray | None:
     return None
 
 
-def _relevant_index(post) -> np.ndarray:
-    """Training indices of the relevance vectors: the kernel columns on dim ``basis`` when
-    the fit pruned the basis, else the ``n_relevant`` columns with the smallest posterior
-    mean ``alpha`` (for methods that keep every column, e.g. sampling)."""
-    idx = np.asarray(post["constant_data"]["centre_index"].values)
-    n_rel = int(post.attrs.get("n_relevant", idx.size))
-    keep = np.arange(idx.size)
-    if n_rel < idx.size and "alpha" in post["posterior"]:
+def relevant_points(post) -> np.ndarray:
+    """Where the relevance vectors are, (k, d) in input space (the training point or the
+    dictionary centre of each kernel column): the kernel columns on dim ``basis`` when the
+    fit pruned the basis, else, for methods that keep every column (sampling, VRVM), the
+    ``n_relevant`` kernel columns with the smallest posterior mean ``alpha`` (the fit's
+    ``n_relevant``: T01 eq. 17's ``sum gamma_i`` for a sampled posterior). The figures mark
+    these and the table counts them, one rule for both."""
+    centres = np.asarray(post["constant_data"]["centres"].values)
+    kernel = np.isfinite(centres).all(axis=1)
+    keep = np.flatnonzero(kernel)
+    n_rel = int(post.attrs.get("n_kernel_vectors", post.attrs.get("n_relevant", keep.size)))
+    if n_rel < keep.size and "alpha" in post["posterior"]:
         alpha = post["posterior"]["alpha"].mean(("chain", "draw")).values
-        keep = np.argsort(alpha)[:n_rel]
-    sel = idx[keep]
-    return np.sort(sel[sel >= 0])
+        alpha = alpha.min(axis=tuple(range(1, alpha.ndim))) if alpha.ndim > 1 else alpha
+        keep = keep[np.argsort(alpha[keep], kind="stable")[:n_rel]]
+    return centres[np.sort(keep)]
 
 
 def diagnostics(post) -> dict[str, float]:
@@ -238,7 +244,8 @@ def _run_baseline(cell: Cell, split: Split, widths, grid) -> tuple[dict, dict, n
             arrays["grid_label"] = np.asarray(gpred)
             if hasattr(est, "decision_function"):
                 arrays["grid_score"] = est.decision_function(grid)
-    relevant = np.sort(support) if support is not None else np.array([], dtype=int)
+    relevant = split.X_train[np.sort(support)] if support is not None \
+        else np.empty((0, split.X_train.shape[1]))
     return out, arrays, relevant
 
 
@@ -276,7 +283,10 @@ def _run(cell: Cell) -> dict[str, Any]:
         if "progressbar" in fit_options(kind, cell.method.method):
             opts["progressbar"] = False  # the study shows its own bar
         post = fit(problem, cell.method.method, seed=cell.fit_seed, **opts)
-        out["fit_seconds"] = time.perf_counter() - start
+        # a sampler's one-time compile apart from the fit (the first NUTS cell of a model)
+        compile_s = float(post.attrs.get("compile_time", 0.0) or 0.0)
+        out["fit_seconds"] = time.perf_counter() - start - compile_s
+        out["compile_seconds"] = compile_s if "compile_time" in post.attrs else np.nan
         if "width" in post.attrs:  # the width used (learned by the evidence, if asked)
             w = np.atleast_1d(np.asarray(post.attrs["width"], float))
             out["width"] = float(w[0]) if w.size == 1 else float(np.exp(np.mean(np.log(w))))
@@ -287,14 +297,15 @@ def _run(cell: Cell) -> dict[str, Any]:
         out["predict_seconds"] = time.perf_counter() - start
         out["probabilistic"] = 1
         # a GP keeps every training point: no relevance vectors to count (NaN, shown "–")
-        n_rel = int(post.attrs.get("n_relevant", -1))  # the GP's attrs say -1
+        # relevance vectors (T01's count, the bias apart); a GP's attrs say -1
+        n_rel = int(post.attrs.get("n_kernel_vectors", post.attrs.get("n_relevant", -1)))
         out["n_relevant"] = n_rel if n_rel >= 0 else np.nan
         out["converged"] = int(post.attrs.get("converged", 1))
         if "log_evidence" in post.attrs:
             out["log_evidence"] = float(post.attrs["log_evidence"])
         out.update(diagnostics(post))
         out.update(score(pred, split.y_test, task))
-        relevant = _relevant_index(post) if not is_gp else np.array([], dtype=int)
+        relevant = relevant_points(post) if not is_gp else np.empty((0, split.X_train.shape[1]))
         if grid is not None:
             gp_ = predict(post, grid, kind=pkind)
             if task == REGRESSION:
@@ -304,7 +315,7 @@ def _run(cell: Cell) -> dict[str, Any]:
                 arrays["grid_proba"] = np.asarray(gp_.proba)[:, -1]
     if grid is not None:
         arrays.update(grid=grid, X_train=split.X_train, y_train=split.y_train,
-                      relevant=relevant)
+                      relevant_x=relevant)
         if split.truth is not None:
             arrays["grid_truth"] = split.truth(grid)
         out["_arrays"] = arrays

@@ -41,9 +41,11 @@ _SUMMARY = {
     CLASSIFICATION: [("error_rate", "error %", 100.0), ("log_loss", "log loss", 1.0),
                      ("brier", "Brier", 1.0)],
 }
-_COMMON = [("n_relevant", "relevant vectors", 1.0), ("fit_seconds", "fit s", 1.0),
-           ("divergences", "divergences", 1.0), ("max_rhat", "max R-hat", 1.0)]
-_DIGITS = {"n_relevant": 1, "fit_seconds": 2, "error_rate": 2}
+_COMMON = [("n_relevant", "relevance vectors", 1.0), ("fit_seconds", "fit s", 1.0),
+           ("compile_seconds", "compile s (once)", 1.0), ("divergences", "divergences", 1.0),
+           ("max_rhat", "max R-hat", 1.0)]
+_DIGITS = {"n_relevant": 1, "fit_seconds": 3, "error_rate": 2}
+ALPHA = 0.05  # family-wise level of the Holm-corrected paired tests in the conclusions
 # losses a method without a predictive distribution cannot have (shown "n/a")
 PROBABILISTIC = ("nlpd", "coverage95", "log_loss", "brier")
 
@@ -82,8 +84,8 @@ def summary_table(table: pd.DataFrame, dataset: str) -> pd.DataFrame:
             v = ok[col].to_numpy(float) * scale
             if col == "divergences":
                 row[name] = f"{int(np.nansum(v))}"
-            elif col == "max_rhat":
-                row[name] = _fmt(np.nanmax(v))
+            elif col in ("max_rhat", "compile_seconds"):
+                row[name] = _fmt(np.nanmax(v), 2)
             else:
                 sd = np.nanstd(v, ddof=1) if np.isfinite(v).sum() > 1 else np.nan
                 k = _DIGITS.get(col, 3)
@@ -120,6 +122,117 @@ def paired_tests(table: pd.DataFrame, dataset: str, loss: str) -> pd.DataFrame:
     return out
 
 
+def _wide(sub: pd.DataFrame, col: str) -> pd.DataFrame:
+    """Splits x methods of one loss, the methods in the table's order."""
+    methods = list(dict.fromkeys(sub["method"]))
+    wide = sub.pivot_table(index="split", columns="method", values=col, aggfunc="first")
+    return wide[[m for m in methods if m in wide and wide[m].notna().any()]]
+
+
+def best_methods(table: pd.DataFrame, dataset: str, loss: str) -> dict | None:
+    """The method with the lowest mean ``loss`` on ``dataset`` and each other method's
+    paired t-test against it over their common splits (:func:`metrics.paired_t_test`, as in
+    RQ05 Table 1), the p-values Holm-corrected over those comparisons (Holm 1979).
+    Returns ``{"best", "means", "p"}`` (``p``: {method: adjusted p or NaN with < 2 common
+    splits}), or None with fewer than two methods."""
+    from sparsebayes.inference.metrics import holm, paired_t_test
+
+    sub = table[(table["dataset"] == dataset) & (table["status"] == "ok")]
+    if loss not in sub:
+        return None
+    wide = _wide(sub, loss)
+    if wide.shape[1] < 2:
+        return None
+    means = wide.mean()
+    best = str(means.idxmin())
+    raw = {}
+    for m in wide.columns:
+        pair = wide[[best, m]].dropna()
+        if m != best:
+            raw[m] = paired_t_test(pair[m], pair[best])[1] if len(pair) >= 2 else np.nan
+    tested = [m for m, v in raw.items() if np.isfinite(v)]
+    adjusted = dict(zip(tested, holm([raw[m] for m in tested]) if tested else []))
+    return {"best": best, "means": means,
+            "p": {m: adjusted.get(m, np.nan) for m in raw}}
+
+
+def conclusions(table: pd.DataFrame, dataset: str, task: str) -> list[str]:
+    """"What this study shows" for one data set, from the numbers: per loss the best method
+    and which others are or are not distinguishable from it (Holm-corrected paired tests at
+    family-wise level ``ALPHA``); for regression how far each posterior's predictive sd and
+    90% coverage are from the NUTS posterior's (the full posterior of the same model, when
+    the study ran it); sparsity against error."""
+    sub = table[(table["dataset"] == dataset) & (table["status"] == "ok")]
+    out = []
+    for col, name, scale in LOSSES[task]:
+        res = best_methods(table, dataset, col)
+        if res is None:
+            continue
+        best, means, p = res["best"], res["means"], res["p"]
+        same = [m for m, q in p.items() if np.isfinite(q) and q >= ALPHA]
+        worse = [m for m, q in p.items() if np.isfinite(q) and q < ALPHA]
+        few = [m for m, q in p.items() if not np.isfinite(q)]
+        text = f"**{name}**: `{best}` is lowest ({_fmt(means[best] * scale)})"
+        if same:
+            text += "; not distinguishable from it (Holm-adjusted p): " + ", ".join(
+                f"`{m}` ({_fmt(means[m] * scale)}, p = {p[m]:.2f})" for m in same)
+        if worse:
+            text += "; worse (Holm-adjusted p < 0.05): " + ", ".join(
+                f"`{m}` ({_fmt(means[m] * scale)})" for m in worse)
+        if few:
+            text += "; fewer than 2 common splits: " + ", ".join(f"`{m}`" for m in few)
+        out.append(text + ".")
+    nuts = [m for m in dict.fromkeys(sub["method"]) if "nuts" in m]
+    if task == REGRESSION and "pred_sd" in sub and nuts and sub["pred_sd"].notna().any():
+        ref = nuts[0]
+        sd = _wide(sub, "pred_sd").mean()
+        cov = _wide(sub, "coverage90").mean() if "coverage90" in sub else pd.Series()
+        if ref in sd:
+            parts = []
+            for m in sd.index:
+                if m == ref:
+                    continue
+                ratio = sd[m] / sd[ref]
+                flag = " (differs)" if abs(ratio - 1) > 0.1 else ""
+                parts.append(f"`{m}` {ratio:.2f}{flag}")
+            text = (f"**Posteriors**: mean predictive sd relative to `{ref}` (the full "
+                    "posterior): " + ", ".join(parts))
+            if len(cov):
+                off = [f"`{m}` {cov[m]:.2f}" for m in cov.index if abs(cov[m] - 0.9) > 0.05]
+                text += ("; 90% intervals cover " + ", ".join(
+                    f"`{m}` {cov[m]:.2f}" for m in cov.index) + " of the test targets")
+                text += (" (more than 0.05 from 0.90: " + ", ".join(off) + ")") if off else \
+                    " (all within 0.05 of 0.90)"
+            out.append(text + ".")
+    loss = "rmse" if task == REGRESSION else "error_rate"
+    scale = 100.0 if task == CLASSIFICATION else 1.0
+    if "n_relevant" in sub and sub["n_relevant"].notna().any() and loss in sub:
+        vec = sub.groupby("method", sort=False)["n_relevant"].mean().dropna()
+        err = sub.groupby("method", sort=False)[loss].mean().dropna()
+        both = [m for m in vec.index if m in err.index]
+        if len(both) >= 2:
+            sparse = min(both, key=lambda m: vec[m])
+            best = min(err.index, key=lambda m: err[m])
+            what = "RMSE" if task == REGRESSION else "test error %"
+            out.append(
+                f"**Sparsity**: `{sparse}` keeps the fewest vectors ({vec[sparse]:.1f}) at "
+                f"{what} {_fmt(err[sparse] * scale)}; the lowest {what} is `{best}`'s "
+                f"({_fmt(err[best] * scale)}" + (f", {vec[best]:.1f} vectors)." if best in vec
+                                                 else ")."))
+    return out
+
+
+def method_colors(names) -> dict[str, str]:
+    """One colour per method for the whole report (matplotlib's cycle, tab20 beyond ten)."""
+    names = list(dict.fromkeys(names))
+    if len(names) <= 10:
+        return {m: f"C{i}" for i, m in enumerate(names)}
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab20"]
+    return {m: cmap(i % 20) for i, m in enumerate(names)}
+
+
 # --------------------------------------------------------------------------------------
 # figures (matplotlib's object API: no pyplot state, works without a display)
 # --------------------------------------------------------------------------------------
@@ -143,28 +256,40 @@ def _arrays(out: Path, cell: Cell) -> dict[str, np.ndarray] | None:
         return dict(f)
 
 
-def _plot_predictive(out: Path, data: DataSpec, methods, table, fig_path: Path) -> bool:
+def _relevant_x(a: dict[str, np.ndarray]) -> np.ndarray:
+    """Input-space positions of a cell's relevance (or support) vectors (cells written
+    before positions were stored hold training indices)."""
+    if "relevant_x" in a:
+        return a["relevant_x"]
+    return a["X_train"][a["relevant"].astype(int)]
+
+
+def _plot_predictive(out: Path, data: DataSpec, methods, table, fig_path: Path,
+                     colors: dict) -> bool:
     panels = [(m, a) for m in methods if (a := _arrays(out, Cell(data, 0, m, _seed(out))))
               is not None and "grid_mean" in a]
     if not panels:
         return False
     fig, axes = _figure(len(panels))
     for ax, (m, a) in zip(axes, panels):
+        c = colors.get(_short(m, methods), "C0")
         g = a["grid"][:, 0]
         if "grid_lo" in a:
-            ax.fill_between(g, a["grid_lo"], a["grid_hi"], color="C0", alpha=0.2,
+            ax.fill_between(g, a["grid_lo"], a["grid_hi"], color=c, alpha=0.2,
                             label="95% predictive")
         if "grid_truth" in a:
             ax.plot(g, a["grid_truth"], "k--", lw=1, label="truth")
-        ax.plot(g, a["grid_mean"], "C0", label="predictive mean")
+        ax.plot(g, a["grid_mean"], color=c, label="predictive mean")
         ax.plot(a["X_train"][:, 0], a["y_train"], ".", color="0.5", ms=3, label="data")
-        r = a["relevant"].astype(int)
-        ax.plot(a["X_train"][r, 0], a["y_train"][r], "o", mfc="none", mec="C3", ms=8,
-                label="relevant / support vectors")
+        rx = _relevant_x(a)[:, 0]
+        ax.plot(rx, np.interp(rx, g, a["grid_mean"]), "o", mfc="none", mec="k", ms=8,
+                label="relevance / support vectors (on the mean)")
         row = table[(table["dataset"] == data.label) & (table["method"] == m.label)
                     & (table["split"] == 0)]
         rmse = float(row["rmse"].iloc[0]) if len(row) else np.nan
-        ax.set_title(f"{_short(m, methods)}\n{r.size} vectors, test RMSE {_fmt(rmse)}", fontsize=9)
+        vectors = "every training point (GP)" if m.family == "gp" else \
+            f"{rx.size} vectors marked"
+        ax.set_title(f"{_short(m, methods)}\n{vectors}, test RMSE {_fmt(rmse)}", fontsize=9)
         ax.set_xlabel("x")
     axes[0].legend(fontsize=7, loc="best")
     fig.suptitle(f"{data.label}: split 0", fontsize=10)
@@ -172,7 +297,8 @@ def _plot_predictive(out: Path, data: DataSpec, methods, table, fig_path: Path) 
     return True
 
 
-def _plot_boundary(out: Path, data: DataSpec, methods, table, fig_path: Path) -> bool:
+def _plot_boundary(out: Path, data: DataSpec, methods, table, fig_path: Path,
+                   colors: dict) -> bool:
     panels = [(m, a) for m in methods if (a := _arrays(out, Cell(data, 0, m, _seed(out))))
               is not None and "grid" in a and a["grid"].shape[1] == 2]
     if not panels:
@@ -186,20 +312,23 @@ def _plot_boundary(out: Path, data: DataSpec, methods, table, fig_path: Path) ->
             ax.contourf(G0, G1, P, levels=np.linspace(0, 1, 11), cmap="RdBu_r", alpha=0.35)
             ax.contour(G0, G1, P, levels=[0.25, 0.75], colors="0.4", linewidths=0.6,
                        linestyles="--")
-            ax.contour(G0, G1, P, levels=[0.5], colors="k", linewidths=1.5)
+            ax.contour(G0, G1, P, levels=[0.5], colors=[colors.get(_short(m, methods), "k")],
+                       linewidths=1.8)
         elif "grid_score" in a:
-            ax.contour(G0, G1, a["grid_score"].reshape(n, n), levels=[0.0], colors="k",
-                       linewidths=1.5)
+            ax.contour(G0, G1, a["grid_score"].reshape(n, n), levels=[0.0],
+                       colors=[colors.get(_short(m, methods), "k")], linewidths=1.8)
         X, y = a["X_train"], a["y_train"]
         for k, (c, mk) in enumerate((("C0", "o"), ("C3", "s"))):
             sel = y == np.unique(y)[min(k, np.unique(y).size - 1)]
             ax.plot(X[sel, 0], X[sel, 1], mk, color=c, ms=3, alpha=0.7)
-        r = a["relevant"].astype(int)
-        ax.plot(X[r, 0], X[r, 1], "o", mfc="none", mec="k", ms=10, mew=1.2)
+        rx = _relevant_x(a)
+        ax.plot(rx[:, 0], rx[:, 1], "o", mfc="none", mec="k", ms=10, mew=1.2)
         row = table[(table["dataset"] == data.label) & (table["method"] == m.label)
                     & (table["split"] == 0)]
         err = float(row["error_rate"].iloc[0]) * 100 if len(row) else np.nan
-        ax.set_title(f"{_short(m, methods)}\n{r.size} vectors circled, test error "
+        vectors = "every training point (GP)" if m.family == "gp" else \
+            f"{len(rx)} vectors circled"
+        ax.set_title(f"{_short(m, methods)}\n{vectors}, test error "
                      f"{_fmt(err, 1)}%", fontsize=9)
         ax.set_xlabel("$x_1$")
         ax.set_ylabel("$x_2$")
@@ -209,7 +338,8 @@ def _plot_boundary(out: Path, data: DataSpec, methods, table, fig_path: Path) ->
     return True
 
 
-def _plot_summary(table: pd.DataFrame, dataset: str, task: str, fig_path: Path) -> bool:
+def _plot_summary(table: pd.DataFrame, dataset: str, task: str, fig_path: Path,
+                  colors: dict) -> bool:
     """Each method's per-split losses (ticks) with their mean and its 95% t-interval over
     the ``n`` splits it finished (bar), one panel per loss of :data:`LOSSES`."""
     sub = table[(table["dataset"] == dataset) & (table["status"] == "ok")]
@@ -226,11 +356,12 @@ def _plot_summary(table: pd.DataFrame, dataset: str, task: str, fig_path: Path) 
                 ax.text(0.5, i, "n/a", transform=ax.get_yaxis_transform(), ha="center",
                         va="center", fontsize=8, color="0.4")
                 continue
-            ax.plot(v, np.full(v.size, i), "|", color=f"C{i}", alpha=0.5, ms=8)
+            ax.plot(v, np.full(v.size, i), "|", color=colors.get(m, "C0"), alpha=0.5, ms=8)
             mean = v.mean()
             half = stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size) \
                 if v.size > 1 else 0.0
-            ax.errorbar(mean, i, xerr=half, fmt="o", color=f"C{i}", capsize=4, lw=2)
+            ax.errorbar(mean, i, xerr=half, fmt="o", color=colors.get(m, "C0"), capsize=4,
+                        lw=2)
         counts = sub.groupby("method")["split"].nunique()
         ax.set_yticks(range(len(methods)), [f"{m} (n={counts[m]})" for m in methods],
                       fontsize=8)
@@ -245,7 +376,7 @@ def _plot_summary(table: pd.DataFrame, dataset: str, task: str, fig_path: Path) 
     return True
 
 
-def _plot_sparsity(table: pd.DataFrame, fig_path: Path) -> bool:
+def _plot_sparsity(table: pd.DataFrame, fig_path: Path, colors: dict) -> bool:
     ok = table[(table["status"] == "ok") & table["n_relevant"].notna()]
     datasets = list(dict.fromkeys(ok["dataset"]))
     if not datasets:
@@ -261,7 +392,7 @@ def _plot_sparsity(table: pd.DataFrame, fig_path: Path) -> bool:
             ("error_rate", "test error %", 100.0)
         for m, grp in sub.groupby("method", sort=False):
             i = style[m]
-            ax.plot(grp["n_relevant"], grp[col] * scale, "os^vDP*X"[i % 8], color=f"C{i}",
+            ax.plot(grp["n_relevant"], grp[col] * scale, "os^vDP*X"[i % 8], color=colors[m],
                     label=m, alpha=0.8, ls="none")
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
@@ -273,29 +404,37 @@ def _plot_sparsity(table: pd.DataFrame, fig_path: Path) -> bool:
     return True
 
 
-def _plot_posteriors(out: Path, data: DataSpec, methods, fig_path: Path) -> str | None:
+def _plot_posteriors(out: Path, data: DataSpec, methods, fig_path: Path,
+                     colors: dict) -> str | None:
     """Posterior comparison of the RVM fits of split 0 (:func:`plots.plot_posteriors`:
-    weights, ``log10 alpha`` and, for 1-D regression, the predictive bands)."""
+    weights, ``log10 alpha`` and, for 1-D regression, the predictive bands), only between
+    fits on the same basis functions (the largest such group: a weight ``c11`` of a
+    50-centre dictionary is another function than ``c11`` of a 30-centre one). Returns
+    None (no figure), or a caption naming the methods compared and those left out."""
     import xarray as xr
 
+    from sparsebayes.inference.compare import basis_key
     from sparsebayes.inference.plots import plot_posteriors
 
-    posts, arrays = {}, None
+    groups: dict = {}
+    arrays = None
     for m in methods:
         cell = Cell(data, 0, m, _seed(out))
         path = cell.path(out).with_suffix(".zarr")
         if m.family == "rvm" and path.is_dir():  # rvm* shares the rvm posterior
-            posts[_short(m, methods)] = xr.open_datatree(path, engine="zarr",
-                                                         consolidated=False).load()
+            post = xr.open_datatree(path, engine="zarr", consolidated=False).load()
+            groups.setdefault(basis_key(post), {})[_short(m, methods)] = post
             arrays = arrays or _arrays(out, cell)
+    posts = max(groups.values(), key=len, default={})
     if len(posts) < 2:
         return None
+    left = [name for g in groups.values() if g is not posts for name in g]
     extra = {}
     if arrays is not None and data.info.task == REGRESSION and arrays["grid"].shape[1] == 1:
         extra = {"X": arrays["grid"], "X_train": arrays["X_train"],
                  "t_train": arrays["y_train"]}
     try:
-        fig = plot_posteriors(posts, max_weights=12, **extra)
+        fig = plot_posteriors(posts, max_weights=12, colors=colors, **extra)
         fig.suptitle(f"{data.label}: split 0", fontsize=10)
         fig.subplots_adjust(top=0.85)
         fig.savefig(fig_path, dpi=90)
@@ -303,8 +442,13 @@ def _plot_posteriors(out: Path, data: DataSpec, methods, fig_path: Path) -> str 
 
         plt.close(fig)
     except Exception as exc:  # a figure must not stop the report
-        return f"posterior comparison failed: {type(exc).__name__}: {exc}"
-    return ""
+        return f"(posterior comparison failed: {type(exc).__name__}: {exc})"
+    caption = ("Posterior comparison on one basis (" + ", ".join(f"`{n}`" for n in posts)
+               + "; pruned weights at 0)")
+    if left:
+        caption += ("; not shown, fitted on other basis functions (another dictionary or "
+                    "width): " + ", ".join(f"`{n}`" for n in left))
+    return caption + "."
 
 
 def _short(m: MethodSpec, methods) -> str:
@@ -400,22 +544,41 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
                   ""]
     shown = table.assign(method=table["method"].map(lambda x: short.get(x, x))) \
         if len(table) else table
+    colors = method_colors(short[m.label] for m in methods)  # one per method, every figure
+    lines += ["Fit times exclude a sampler's one-time model compilation, shown apart "
+              "(`compile s`, the largest over the cells: the first NUTS cell of a model pays "
+              "it, later ones reuse the compiled sampler). `relevance vectors` counts the "
+              "kernel functions a fit keeps (Tipping's count, the bias apart); for methods "
+              "that keep every weight (NUTS, ADVI, VRVM) the effective number "
+              "`sum_i gamma_i` (T01 eq. 17), and the figures mark that many centres, those "
+              "with the smallest posterior mean `alpha`.", ""]
     if len(table):
         fig = figdir / "sparsity_vs_error.png"
-        if _plot_sparsity(shown, fig):
+        if _plot_sparsity(shown, fig, colors):
             lines += ["![sparsity vs error](figures/sparsity_vs_error.png)", ""]
     for d in data:
         sub = table[table["dataset"] == d.label] if len(table) else table
         lines += [f"## `{d.label}`", "", f"{d.info.description}. Task: {d.info.task}.", ""]
-        if not len(sub):
-            lines += ["", "No finished cells.", ""]
+        ok = sub[sub["status"] == "ok"] if len(sub) else sub
+        if not len(ok):
+            lines += ["No cell of this data set finished." if len(sub) else
+                      "No cell of this data set ran.", ""]
+            if len(sub):
+                lines += [_markdown(pd.DataFrame({
+                    "split": sub["split"], "method": sub["method"],
+                    "error": sub["error"].astype(str).str.slice(0, 300)})), ""]
             continue
-        first = sub.iloc[0]
+        first = ok.iloc[0]
         lines += [f"Training size {first['n_train']:.0f}, test size {first['n_test']:.0f}, "
                   f"{first['n_features']:.0f} inputs.", "",
                   _markdown(summary_table(shown, d.label)), ""]
+        found = conclusions(shown, d.label, d.info.task)
+        if found:
+            lines += ["### What this study shows", "",
+                      *[f"- {x}" for x in found], ""]
         stem = d.label.replace(":", "_").replace("=", "")
-        if _plot_summary(shown, d.label, d.info.task, figdir / f"{stem}_summary.png"):
+        if _plot_summary(shown, d.label, d.info.task, figdir / f"{stem}_summary.png",
+                         colors):
             lines += [f"![losses with 95% intervals](figures/{stem}_summary.png)", ""]
         for col, name, scale in LOSSES[d.info.task]:
             if col not in sub or sub[col].isna().all():
@@ -424,22 +587,23 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
             if pt.shape[1] < 2:
                 continue
             lines += [f"Paired t-tests, {name}: two-sided p-values over the common splits "
-                      "(R&QC 2005 Table 1 layout; first row the mean loss).", "",
+                      "(R&QC 2005 Table 1 layout; first row the mean loss), uncorrected; the "
+                      "conclusions above correct for the comparisons they make (Holm).", "",
                       _markdown(pt.reset_index().rename(columns={"index": ""})), ""]
         name = f"{stem}_predictive.png" if d.info.task == REGRESSION else \
             f"{stem}_boundary.png"
         plot = _plot_predictive if d.info.task == REGRESSION else _plot_boundary
-        if plot(out, d, methods, table, figdir / name):
-            what = "Predictive mean and 95% band, relevance vectors circled" \
+        if plot(out, d, methods, table, figdir / name, colors):
+            what = "Predictive mean and 95% band, relevance (or support) vectors marked" \
                 if d.info.task == REGRESSION else \
                 "Decision boundary, relevance (or support) vectors circled"
             lines += [f"![{what}](figures/{name})", ""]
         post_name = f"{stem}_posteriors.png"
-        note = _plot_posteriors(out, d, methods, figdir / post_name)
-        if note == "":
-            lines += [f"![posterior comparison](figures/{post_name})", ""]
+        note = _plot_posteriors(out, d, methods, figdir / post_name, colors)
+        if note and (figdir / post_name).is_file():
+            lines += [f"![posterior comparison](figures/{post_name})", "", note, ""]
         elif note:
-            lines += [f"({note})", ""]
+            lines += [note, ""]
     failed = table[table["status"] != "ok"] if len(table) else table
     if len(failed):
         lines += ["## Failed cells", "", _markdown(pd.DataFrame({

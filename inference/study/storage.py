@@ -21,7 +21,7 @@ __all__ = ["StudyExistsError", "load_table", "MANIFEST", "TABLE", "TIMING_COLUMN
 CELL_FORMAT = 1
 MANIFEST = "study.json"
 TABLE = "results.csv"
-TIMING_COLUMNS = ("fit_seconds", "predict_seconds")
+TIMING_COLUMNS = ("fit_seconds", "predict_seconds", "compile_seconds")
 
 
 class StudyExistsError(FileExistsError):
@@ -123,10 +123,10 @@ def prepare_out(out: Path, manifest: dict[str, Any], resume: bool) -> None:
 
 
 _FIRST = ["dataset", "split", "method", "task", "status", "error", "n_train", "n_test",
-          "n_features", "width", "mse", "rmse", "mae", "nlpd", "coverage95", "error_rate",
-          "log_loss", "brier", "probabilistic", "n_relevant", "fit_seconds",
-          "predict_seconds", "converged", "log_evidence", "divergences", "max_rhat",
-          "min_ess_bulk", "n_warnings", "warnings", "seed", "fit_seed"]
+          "n_features", "width", "mse", "rmse", "mae", "nlpd", "coverage95", "coverage90",
+          "pred_sd", "error_rate", "log_loss", "brier", "probabilistic", "n_relevant",
+          "fit_seconds", "compile_seconds", "predict_seconds", "converged", "log_evidence",
+          "divergences", "max_rhat", "min_ess_bulk", "n_warnings", "warnings", "seed", "fit_seed"]
 
 
 # columns every table has, whatever its methods and tasks and even if every cell failed
