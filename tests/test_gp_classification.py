@@ -3,6 +3,7 @@ GaussianProcessClassifier, a direct dense computation and quadrature."""
 
 import numpy as np
 import pytest
+from conftest import assert_reused_sampler_equals_fresh
 from scipy import integrate, optimize, stats
 from scipy.special import expit, log_expit
 
@@ -178,18 +179,7 @@ def test_reused_nuts_sampler_samples_the_new_data():
     GP classifier's data used to be constants of that compiled graph, so a second data set of
     the same shape was silently sampled on the first one's points. The draws on a reused
     sampler must equal a fresh compile's on the same data and seed (every compile here is
-    warm: the first fit fills PyTensor's cache, so no cold/warm code difference enters)."""
-    from sparsebayes.inference import pymc_fit
-
-    first = GPClassification(*datasets.ripley_mixture(30, seed=1))
-    second = GPClassification(*datasets.ripley_mixture(30, seed=2))
-    opts = dict(seed=3, draws=100, tune=100, chains=2, warn=False)
-    fit(first, "nuts", **opts)  # fills the compile caches
-    pymc_fit._COMPILED.clear()
-    fresh = fit(second, "nuts", **opts)
-    pymc_fit._COMPILED.clear()
-    fit(first, "nuts", **opts)
-    reused = fit(second, "nuts", **opts)
-    assert reused.attrs["compile_time"] == 0.0  # the first fit's sampler was reused
-    for name in ("length_scale", "signal_sd", "f"):
-        np.testing.assert_array_equal(reused["posterior"][name], fresh["posterior"][name])
+    warm: see the helper)."""
+    assert_reused_sampler_equals_fresh(GPClassification(*datasets.ripley_mixture(30, seed=1)),
+                                       GPClassification(*datasets.ripley_mixture(30, seed=2)),
+                                       ("length_scale", "signal_sd", "f"))

@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402
 import pymc as pm  # noqa: E402
 import pytest  # noqa: E402
 import xarray as xr  # noqa: E402
+from conftest import assert_reused_sampler_equals_fresh  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from sparsebayes.inference import fit, predict  # noqa: E402
@@ -494,8 +495,6 @@ def test_reused_sampler_equals_a_fresh_compile():
     shapes, new data). The draws must equal a fresh compile's on the same data and seed:
     the chains' starting points follow the new data too (they used to start where the
     first data set's would, so a cell's numbers depended on which worker ran it)."""
-    from sparsebayes.inference import pymc_fit
-
     rng = np.random.default_rng(5)
 
     def problem():
@@ -503,13 +502,4 @@ def test_reused_sampler_equals_a_fresh_compile():
         return RVMRegression(X, np.sinc(X[:, 0] / np.pi) + 0.1 * rng.normal(size=60),
                              GaussianKernel(2.0), centres=10)
 
-    first, second = problem(), problem()
-    opts = dict(seed=3, draws=100, tune=100, chains=2, warn=False)
-    pymc_fit._COMPILED.clear()
-    fresh = fit(second, "nuts", **opts)
-    pymc_fit._COMPILED.clear()
-    fit(first, "nuts", **opts)
-    reused = fit(second, "nuts", **opts)
-    assert reused.attrs["compile_time"] == 0.0  # the first fit's sampler was reused
-    for name in ("alpha", "beta", "w"):
-        np.testing.assert_array_equal(reused["posterior"][name], fresh["posterior"][name])
+    assert_reused_sampler_equals_fresh(problem(), problem(), ("alpha", "beta", "w"))
