@@ -3,13 +3,14 @@ entry points; PyMC is imported only by the methods that need it."""
 
 from .api import FIT_METHODS, PREDICT_KINDS, fit, predict
 from .compare import compare_posteriors
+from .loo import loo, loo_compare
 from .predictive import MixturePredictive, Predictive
 from .predictive_groups import add_posterior_predictive, add_predictions, add_prior_predictive
 from .pymc_route import pymc_trace
 
 __all__ = ["FIT_METHODS", "PREDICT_KINDS", "MixturePredictive", "Predictive", "RVC", "RVR",
            "add_posterior_predictive", "add_predictions", "add_prior_predictive",
-           "compare_posteriors", "fit", "predict", "pymc_trace"]
+           "compare_posteriors", "fit", "loo", "loo_compare", "predict", "pymc_trace"]
 
 
 def __getattr__(name):

@@ -722,6 +722,7 @@ def _to_datatree(problem, sol: _Solution, *, method: str, seed, draws: int, chai
         "converged": int(sol.converged),
         "n_iter": int(sol.n_iter),
         "noise_fixed": int(problem.noise_sd is not None),
+        "learn_width": int(problem.learn_width),
         "local_search_runs": int(sol.search_runs),
         "hyperparameters": "point estimates (type-II ML): alpha and beta are constant across "
                            "draws; w is drawn from its Gaussian posterior N(mu, Sigma)",

@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
+import os
+import sys
 
 import numpy as np
 from scipy import linalg
@@ -27,6 +29,7 @@ __all__ = [
     "check_positive_int",
     "unknown_names",
     "warn_user",
+    "show_progress",
 ]
 
 LOG_2PI = np.log(2 * np.pi)
@@ -161,3 +164,21 @@ def gaussian_draws(mean: np.ndarray, cov: np.ndarray, size: int,
     root = vecs * np.sqrt(np.clip(vals, 0.0, None))
     return mean + rng.standard_normal((size, mean.size)) @ root.T
 
+
+def show_progress(progressbar: bool | None) -> bool:
+    """Whether to show the sampler's / optimiser's progress bar: ``progressbar`` when given,
+    else (``None``) on in an interactive session (a terminal or Jupyter) and off under CI
+    (environment variable ``CI`` set) or when the output is not a terminal (a log file, a
+    study's worker)."""
+    if progressbar is not None:
+        if not isinstance(progressbar, bool | np.bool_):
+            raise TypeError(f"progressbar must be True, False or None (automatic), got "
+                            f"{progressbar!r}")
+        return bool(progressbar)
+    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        return False
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if hasattr(ipython, "get_ipython") else None
+    if type(shell).__name__ == "ZMQInteractiveShell":  # Jupyter
+        return True
+    return sys.stderr.isatty()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
 import time
 from importlib.util import find_spec
@@ -30,7 +29,7 @@ from sparsebayes.models.pymc_models import (
 )
 
 from .laplace import likelihood_for
-from .numerics import check_positive_int, one_blas_thread, warn_user
+from .numerics import check_positive_int, one_blas_thread, show_progress, warn_user
 from .results import gaussian_log_likelihood, make_datatree, relevance_counts
 
 __all__ = [
@@ -76,25 +75,6 @@ def mcmc_cost(N: int, M: int, n_params: int, draws: int, tune: int, chains: int,
     flops = (2.0 * M**3 + 4.0 * N * M) if collapsed else 6.0 * N * n_params
     steps = float(chains) * (draws + tune) * steps_per_draw
     return steps * flops / FLOPS_PER_SECOND / max(1, min(chains, cores))
-
-
-def show_progress(progressbar: bool | None) -> bool:
-    """Whether to show the sampler's / optimiser's progress bar: ``progressbar`` when given,
-    else (``None``) on in an interactive session (a terminal or Jupyter) and off under CI
-    (environment variable ``CI`` set) or when the output is not a terminal (a log file, a
-    study's worker)."""
-    if progressbar is not None:
-        if not isinstance(progressbar, bool | np.bool_):
-            raise TypeError(f"progressbar must be True, False or None (automatic), got "
-                            f"{progressbar!r}")
-        return bool(progressbar)
-    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
-        return False
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if hasattr(ipython, "get_ipython") else None
-    if type(shell).__name__ == "ZMQInteractiveShell":  # Jupyter
-        return True
-    return sys.stderr.isatty()
 
 
 def check_tune(tune, sampler: str) -> int:

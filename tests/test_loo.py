@@ -1,0 +1,212 @@
+"""Leave-one-out per method (inference/loo.py) against brute force: the closed-form Gaussian
+LOO (GPML eqs. 5.10-5.12) against conditioning on the other N - 1 points by hand and
+against scikit-learn's GP, the type-II ML refit LOO against refitting by hand, the sampled
+results' PSIS over the hyperparameters against plain PSIS-LOO and NUTS refits, and the
+ranking against held-out data."""
+
+import warnings
+
+import arviz as az
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+from sklearn.gaussian_process.kernels import ConstantKernel as C
+
+from sparsebayes.inference import fit, loo, loo_compare, predict
+from sparsebayes.inference.loo import gaussian_loo_logpdf, gp_loo_logpdf
+from sparsebayes.models import (
+    GaussianKernel,
+    GPRegression,
+    NumericalWarning,
+    RVMClassification,
+    RVMRegression,
+)
+
+
+def sinc(n, seed, noise=0.1):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-10, 10, (n, 1))
+    return X, np.sinc(X[:, 0] / np.pi) + noise * rng.standard_normal(n)
+
+
+def conditional_by_hand(Phi, t, alpha, beta, n):
+    """``log p(t_n | t_-n, alpha, beta)``: the weight posterior of the other rows (T01 eqs.
+    12-13, a dense inverse) and its predictive at row n (T01 eqs. 21-22)."""
+    keep = np.arange(t.size) != n
+    P = Phi[keep]
+    Sigma = np.linalg.inv(np.diag(alpha) + beta * P.T @ P)
+    mu = beta * Sigma @ P.T @ t[keep]
+    return stats.norm.logpdf(t[n], Phi[n] @ mu, np.sqrt(1 / beta + Phi[n] @ Sigma @ Phi[n]))
+
+
+@pytest.mark.parametrize("M", [8, 40])  # M < N (through Sigma) and M >= N (through C)
+def test_gaussian_loo_equals_conditioning_on_the_other_points(M):
+    rng = np.random.default_rng(M)
+    N = 25
+    Phi = rng.normal(size=(N, M))
+    t = Phi[:, :3] @ np.array([1.0, -2.0, 0.5]) + 0.3 * rng.standard_normal(N)
+    alpha = np.exp(rng.uniform(-2, 3, (3, M)))
+    beta = np.array([4.0, 11.0, 0.5])
+    got = gaussian_loo_logpdf(Phi, t, alpha, beta)
+    want = [[conditional_by_hand(Phi, t, alpha[s], beta[s], n) for n in range(N)]
+            for s in range(3)]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+
+
+def test_gp_loo_equals_scikit_learn_refits_at_fixed_hyperparameters():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (30, 2))
+    t = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(30)
+    ls, sf, sn = np.array([0.8, 3.0]), 1.2, 0.15
+    kernel = C(sf**2, "fixed") * RBF(ls, "fixed") + WhiteKernel(sn**2, "fixed")
+    want = []
+    for n in range(30):
+        keep = np.arange(30) != n
+        g = GaussianProcessRegressor(kernel, alpha=0.0, optimizer=None).fit(X[keep], t[keep])
+        m, s = g.predict(X[n:n + 1], return_std=True)
+        want.append(stats.norm.logpdf(t[n], m[0], s[0]))
+    got = gp_loo_logpdf(X, t, ls[None], np.array([sf]), np.array([sn]))[0]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-8)
+
+
+def refit_by_hand(X, t, method, **problem):
+    out = []
+    for n in range(t.size):
+        keep = np.arange(t.size) != n
+        # the basis stays at all N training inputs (or the given dictionary): LOO leaves
+        # out a target, not a basis function
+        sub = fit(RVMRegression(X[keep], t[keep], **{"centres": X, **problem}), method)
+        out.append(predict(sub, X[n:n + 1]).logpdf(t[n:n + 1])[0])
+    return np.array(out)
+
+
+@pytest.mark.parametrize("method, problem", [
+    ("evidence", {"kernel": GaussianKernel(3.0)}),
+    ("evidence-mackay", {"kernel": GaussianKernel(2.0), "noise_sd": 0.1}),
+    ("vrvm", {"kernel": GaussianKernel(3.0), "centres": np.linspace(-9, 9, 10)[:, None]}),
+])
+def test_refit_loo_equals_refitting_by_hand(method, problem):
+    """Exact LOO of a type-II ML result = the same method fitted on each N - 1 points (the
+    problem rebuilt from the result: kernel, fixed noise, dictionary) and its predictive at
+    the point left out."""
+    X, t = sinc(30, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = fit(RVMRegression(X, t, **problem), method)
+        want = refit_by_hand(X, t, method, **problem)
+        res = loo(post, "refit")
+    np.testing.assert_allclose(res.elpd_i.values, want, rtol=0, atol=1e-10)
+    assert res.elpd == pytest.approx(want.sum()) and res.estimator == "refit"
+    assert res.se == pytest.approx(np.sqrt(30 * np.var(want)))
+    lppd = predict(post, X).logpdf(t)
+    assert res.p == pytest.approx(lppd.sum() - want.sum())
+    assert res.pareto_k is None
+
+
+def test_gp_refit_loo_equals_refitting_by_hand():
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-2, 2, (20, 1))
+    t = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(20)
+    post = fit(GPRegression(X, t, signal_sd=1.0), "evidence", seed=0)
+    want = []
+    for n in range(20):
+        keep = np.arange(20) != n
+        sub = fit(GPRegression(X[keep], t[keep], signal_sd=1.0), "evidence", seed=0)
+        want.append(predict(sub, X[n:n + 1]).logpdf(t[n:n + 1])[0])
+    np.testing.assert_allclose(loo(post, "refit").elpd_i.values, want, rtol=0, atol=1e-8)
+    # GPML eq. 5.12 at the fitted hyperparameters is the "gaussian" estimator
+    ds = post["posterior"]
+    g = loo(post, "gaussian").elpd_i.values
+    np.testing.assert_allclose(g, gp_loo_logpdf(
+        X, t, ds["length_scale"].values.reshape(-1, 1)[:1], np.array([1.0]),
+        ds["noise_sd"].values.reshape(-1)[:1])[0], rtol=0, atol=1e-10)
+
+
+def test_gaussian_estimator_is_the_conditional_at_the_fitted_hyperparameters():
+    X, t = sinc(40, 3)
+    post = fit(RVMRegression(X, t, kernel=GaussianKernel(3.0)), "evidence")
+    gpost = post["gaussian_posterior"]
+    from sparsebayes.inference.predictive import design
+
+    Phi = design(post, X)
+    want = [conditional_by_hand(Phi, t, gpost["alpha"].values, float(gpost["beta"]), n)
+            for n in range(40)]
+    np.testing.assert_allclose(loo(post, "gaussian").elpd_i.values, want, atol=1e-9)
+
+
+def test_default_estimator_refits_within_the_budget_and_warns_otherwise():
+    X, t = sinc(30, 4)
+    post = fit(RVMRegression(X, t, kernel=GaussianKernel(3.0)), "evidence")
+    assert loo(post).estimator == "refit"
+    with pytest.warns(NumericalWarning, match="optimistic") as rec:
+        res = loo(post, max_seconds=0.0)
+    assert res.estimator == "gaussian" and rec[0].filename == __file__
+
+
+def test_refusals_name_the_argument():
+    X, t = sinc(30, 5)
+    post = fit(RVMRegression(X, t, kernel=GaussianKernel(3.0)), "evidence")
+    with pytest.raises(ValueError, match="estimator must be one of"):
+        loo(post, "psis")
+    with pytest.raises(TypeError, match="post must be a DataTree"):
+        loo({"t": t})
+    with pytest.raises(ValueError, match="at least two"):
+        loo_compare({"evidence": post})
+    y = (t > 0).astype(int)
+    cpost = fit(RVMClassification(X, y, kernel=GaussianKernel(3.0)), "evidence")
+    with pytest.raises(ValueError, match="no leave-one-out estimator"):
+        loo(cpost)
+
+
+@pytest.fixture(scope="module")
+def sinc_study():
+    """Noisy sinc, N = 100, three methods, and 5000 held-out points."""
+    X, t = sinc(100, 0)
+    Xt, tt = sinc(5000, 100)
+    problem = RVMRegression(X, t, kernel=GaussianKernel(3.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        posts = {m: fit(problem, m, seed=1) for m in ("evidence", "advi", "nuts")}
+    held = {m: predict(p, Xt, kind="rvm" if m == "evidence" else "samples")
+            .logpdf(tt).mean() for m, p in posts.items()}
+    return posts, held
+
+
+@pytest.mark.slow
+def test_sampled_loo_agrees_with_plain_psis_over_the_weights(sinc_study):
+    """Two estimators of the same NUTS / ADVI LOO: PSIS over (alpha, beta) with w integrated
+    out exactly (Bürkner et al. 2021) and az.loo's PSIS over (w, alpha, beta) draws agree
+    to 1 nat in total, and every Pareto k of the former is small."""
+    posts, _ = sinc_study
+    for m in ("advi", "nuts"):
+        res = loo(posts[m])
+        assert res.elpd == pytest.approx(az.loo(posts[m]).elpd, abs=1.0), m
+        assert float(res.pareto_k.max()) < 0.7
+
+
+@pytest.mark.slow
+def test_each_methods_loo_is_unbiased_where_az_loo_on_the_stored_loglik_is_optimistic(
+        sinc_study):
+    """The issue's case: az.compare on the stored log-likelihood put the evidence fit first
+    (its PSIS holds alpha, beta and the pruning fitted to all points). Measured on sinc
+    seeds 0-3 (N = 100; held-out = N x the mean log density on 5000 new points): the exact
+    refit LOO of the evidence fit minus held-out is -2.0, -3.6, +4.1, +10.9 nats (se 7.7-9.1)
+    and az.loo on its stored log-likelihood is 5.1-11 nats above the exact LOO on every seed
+    (+9.8 on average above held-out); NUTS / ADVI LOO are 0.5-5.2 above held-out. So: each
+    method's LOO within 2 se of its held-out value, and az.loo's optimism > 3 nats. Pairwise
+    differences between these methods (< 7 nats) are within LOO's resolution: their paired
+    se misjudges the spread over data sets (z from -3.1 to +3.0 over the 4 seeds), as
+    Sivula, Magnusson & Vehtari (2022) show for models with similar predictions, so no
+    pairwise ranking is asserted."""
+    posts, held = sinc_study
+    with warnings.catch_warnings():  # 2 of the 100 refits stop at max_iter (said once)
+        warnings.simplefilter("ignore")
+        res = {m: loo(p) for m, p in posts.items()}  # VRVM's refits: the fast tests above
+    assert res["evidence"].estimator == "refit" and res["nuts"].estimator == "psis"
+    for m, r in res.items():
+        assert abs(r.elpd - 100 * held[m]) < 2 * r.se, m
+    assert az.loo(posts["evidence"]).elpd > res["evidence"].elpd + 3
+    table = loo_compare(res)
+    assert set(table.index) == set(res)
