@@ -1,10 +1,12 @@
 """Leave-one-out per method (inference/loo.py) against brute force: the closed-form Gaussian
 LOO (GPML eqs. 5.10-5.12) against conditioning on the other N - 1 points by hand and
 against scikit-learn's GP, the type-II ML refit LOO against refitting by hand, the sampled
-results' PSIS over the hyperparameters against plain PSIS-LOO and NUTS refits, and the
-ranking against held-out data."""
+results' PSIS over the hyperparameters against plain PSIS-LOO, and each against held-out
+data; the README's LOO block as written."""
 
+import re
 import warnings
+from pathlib import Path
 
 import arviz as az
 import numpy as np
@@ -158,6 +160,20 @@ def test_refusals_name_the_argument():
     cpost = fit(RVMClassification(X, y, kernel=GaussianKernel(3.0)), "evidence")
     with pytest.raises(ValueError, match="no leave-one-out estimator"):
         loo(cpost)
+
+
+def test_readme_loo_block_runs_and_refits_the_evidence_fit():
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    block = re.search(r"<!-- loo-example -->\s*```python\n(.*?)```", text, re.S).group(1)
+    scope: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(block, "README.md", "exec"), scope)
+    res, table = scope["res"], scope["table"]
+    assert res.estimator == "refit" and res.n_data_points == 60
+    assert set(table.index) == {"evidence", "advi"}
+    # az.compare rounds its table to the precision its standard errors support
+    assert table.loc["evidence", "elpd"] == pytest.approx(res.elpd, abs=0.5)
 
 
 @pytest.fixture(scope="module")
