@@ -229,7 +229,8 @@ def test_collapsed_nuts_on_a_dictionary_agrees_with_its_evidence_solution():
     eq. 15 on the sufficient statistics) and by NUTS on the collapsed model (w integrated
     out, PhiTPhi precomputed: cost per gradient O(M^3), not O(N)): the evidence predictive
     means lie within the NUTS posterior sd of f at >= 90% of test inputs (measured: all),
-    the noise sds agree to 10%, and NUTS converged."""
+    the noise sds agree to 10%, and NUTS converged: max R-hat < 1.01 with 2 x 2000 draws
+    (measured over seeds 0-7: 1.0020-1.0056; 2 x 500 draws gave 1.007-1.020, luck)."""
     import warnings
 
     X, t = _data(400, d=2, seed=7)
@@ -237,9 +238,9 @@ def test_collapsed_nuts_on_a_dictionary_agrees_with_its_evidence_solution():
     ev = fit(problem, "evidence", seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        nuts = fit(problem, "nuts", seed=0, draws=500, tune=500, chains=2)
+        nuts = fit(problem, "nuts", seed=0, draws=2000, tune=1000, chains=2)
     assert nuts.attrs["n_divergent"] == 0
-    assert nuts.attrs["max_rhat"] < 1.02
+    assert nuts.attrs["max_rhat"] < 1.01
     Xn = np.random.default_rng(8).uniform(-4, 4, (60, 2))
     Phi = problem.basis.design(Xn)
     w = nuts["posterior"]["w"].values.reshape(-1, Phi.shape[1])

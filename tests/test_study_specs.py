@@ -59,6 +59,9 @@ def test_bad_options_are_refused_before_any_cell_runs(tmp_path, monkeypatch, cap
         "gp/evidence:restart=2": r"'restart' for gp/evidence; did you mean 'restarts'",
         "rvm/advi:progressbar=true": r"unknown option 'progressbar'",  # the study's own
         "svm:c=1": r"unknown option 'c' for svm; did you mean 'C'\?",
+        "svm:width=-1": r"width must be a positive number or 'cv' in 'svm:width=-1'",
+        "svm:C=0": r"C must be a positive number in 'svm:C=0'",
+        "rvm/evidence:width=cv:cv=1": r"cv must be an integer >= 2 \(folds\)",
     }
     for method, message in bad.items():
         with pytest.raises(ValueError, match=message):

@@ -213,7 +213,7 @@ class MethodSpec:
         elif not method:
             raise ValueError(f"method spec {text!r} needs a fit method: '{family}/evidence', "
                              f"'{family}/nuts', ...")
-        check_splits(options, text)
+        check_runner_values(options, text)
         return cls(family, method, tuple(sorted(options.items())))
 
     @property
@@ -283,11 +283,28 @@ def spec_from_label(text: str) -> MethodSpec:
     return MethodSpec(family, method or None, tuple(sorted(options.items())))
 
 
+def _number(value, integer: bool = False) -> bool:
+    return isinstance(value, int if integer else int | float) and not isinstance(value, bool)
+
+
 def check_splits(options: dict[str, Any], text: str) -> None:
-    if "splits" in options and (not isinstance(options["splits"], int)
-                                or isinstance(options["splits"], bool)
-                                or options["splits"] < 1):
+    if "splits" in options and not (_number(options["splits"], True) and options["splits"] >= 1):
         raise ValueError(f"splits must be a positive integer in {text!r}")
+
+
+def check_runner_values(options: dict[str, Any], text: str) -> None:
+    """``ValueError`` for a bad value of an option the study's RVM/GP/SVM runners share:
+    ``splits`` (>= 1) and ``cv`` (>= 2 folds) integers, ``width`` and ``C`` positive numbers
+    (``width=cv``: chosen by cross-validation)."""
+    check_splits(options, text)
+    if "cv" in options and not (_number(options["cv"], True) and options["cv"] >= 2):
+        raise ValueError(f"cv must be an integer >= 2 (folds) in {text!r}")
+    for key in ("width", "C"):
+        value = options.get(key)
+        if value is not None and not (key == "width" and value == "cv") \
+                and not (_number(value) and value > 0):
+            raise ValueError(f"{key} must be a positive number"
+                             + (" or 'cv'" if key == "width" else "") + f" in {text!r}")
 
 
 def parse_methods(methods) -> list[MethodSpec]:
