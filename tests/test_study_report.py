@@ -211,10 +211,10 @@ def test_one_colour_per_method_across_the_report():
 
 
 def test_a_study_whose_cells_all_fail_reports_the_errors(tmp_path):
-    """Every cell fails (MacKay stopped after one iteration cannot fail, so: a width the
-    kernel refuses); the report lists each cell's error instead of crashing."""
+    """Every cell fails (a bad width is refused before any cell runs, so: an option value
+    only the fit checks); the report lists each cell's error instead of crashing."""
     out = tmp_path / "fail"
-    t = st.run_study("sinc:n_train=20:n_test=20", "rvm/evidence:width=-1", 2, out,
+    t = st.run_study("sinc:n_train=20:n_test=20", "rvm/evidence:max_iter=0", 2, out,
                      progress=False)
     assert (t["status"] != "ok").all()
     md = write_report(out).read_text()
