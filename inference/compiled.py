@@ -89,8 +89,8 @@ def flat_proposals(S, Q, diag, excluded, active, alpha, Sigma, mu, alpha_min, la
     the gain of moving to it (eq. 18 difference) and the current alpha. Excluded
     candidates need ``S > 1e-12 diag`` and ``Q^2 > S``; in-model ``s_j = 1 / Sigma_jj -
     alpha_j``, ``q_j = mu_j / Sigma_jj`` (see ``SequentialSparseBayes.sq``). ``blocked``
-    (aligned duplicates) gain nothing; ``tabu`` may not switch in or out; the last basis is
-    never deleted."""
+    (aligned duplicates, frozen candidates) take no action; ``tabu`` may not switch in or
+    out; the last basis is never deleted."""
     M = S.size
     new = np.full(M, np.inf)
     gain = np.full(M, -np.inf)
@@ -114,6 +114,7 @@ def flat_proposals(S, Q, diag, excluded, active, alpha, Sigma, mu, alpha_min, la
     for m in range(M):
         if blocked[m]:
             gain[m] = -np.inf
+            new[m] = cur[m]  # no action, and no say in convergence
     if active.size == 1 and not math.isfinite(new[active[0]]):
         gain[active[0]] = -np.inf
     for m in range(M):

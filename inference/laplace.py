@@ -9,8 +9,8 @@ T01 §3 eqs. (23)-(28), PRML §7.2.3, Tipping & Faul (2003) §2.2:
 * ``method="evidence"``: Tipping & Faul's sequential add / delete / re-estimate algorithm
   (:class:`~sparsebayes.inference.sequential.SequentialSparseBayes`) run on the
   linearised targets ``t_hat = Phi w* + B^-1 (t - y)`` (T&F eq. 14; PRML 7.117 — Tipping's
-  T01 eq. 27 as printed uses ``t``) with per-point precisions ``B``, the mode re-found after
-  every action, as SparseBayes does;
+  T01 eq. 27 as printed uses ``t``) with per-point precisions ``B``; runs of actions on one
+  surrogate, each kept only if the Laplace evidence did not fall (:func:`_run_fast`);
 * ``method="evidence-mackay"``: MacKay re-estimation ``alpha = gamma / w*^2`` (T01 eq. 16) with
   pruning at ``alpha > 1e12`` (App. B.1);
 * multiclass: the softmax likelihood of T01 eq. (28), one weight vector per class and ONE joint
@@ -56,11 +56,16 @@ __all__ = [
 PRUNE_ALPHA = 1e12  # MacKay pruning threshold for classification (Tipping App. B.1)
 ALPHA_MIN = 1e-6  # floor on alpha (unit-norm columns): bounds w on separable data
 B_FLOOR = 1e-300  # B underflows to 0 only for |logit| > 745
-# Re-estimates per surrogate: measured (10 Ripley-100 subsets; IDA, 10 splits each) 3 gives
-# the same or higher evidence, error and relevance vectors as 1 in 20-50% less time
-# (mode searches dominate); 5 and 10 were faster still but lost 1.3 nats on banana.
-SURROGATE_STEPS = 3
-TOGGLES = 4  # adds + deletes of one basis after which they must raise the Laplace evidence
+# Most actions on one surrogate before the Laplace evidence is checked. Measured on USPS
+# (7291 digits, 500 centres, K = 10): 64 took > 2x longer than 256 (each kept run rebuilds
+# the surrogate, ~0.5 s here); 1024 stopped at max_iter, its long runs wandering on a stale
+# surrogate, below the evidence 256 converged to.
+MAX_RUN = 256
+# Converged also when STALL mode searches in a row raised the objective by less than
+# STALL_GAIN nats in all (a Bayes factor of 1.01): on USPS the outer iteration's last 0.6
+# nats took two thirds of the re-linearisations, moving no prediction.
+STALL, STALL_GAIN = 10, 0.01
+THAW_GAIN = 1.0  # a frozen action is tried again once the evidence has risen this much (nats)
 PHI2_MAX = 4_000_000  # the fast loop keeps Phi**2 (for phi_m^T B phi_m) up to this size
 _NO_COLS = np.empty(0, int)  # Laplace.cols until the caller sets them
 
@@ -142,6 +147,29 @@ class _Softmax(_Likelihood):
     def grad(self, F: np.ndarray) -> np.ndarray:
         return self.T - softmax(F, axis=1)
 
+    def newton_terms(self, Phi_act: np.ndarray, cls: np.ndarray, F: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """For pairs sorted by class (as every caller holds them): with ``B_n = diag(y_n) -
+        y_n y_n^T``, ``J^T B J`` is ``Phi_k^T diag(y_k) Phi_k`` on each class's diagonal block
+        minus ``U^T U``, ``U = [y_k Phi_k]_k``: one product over all pairs instead of
+        K(K+1)/2 weighted blocks, every class a contiguous slice (the fast loop's hot path)."""
+        if np.any(np.diff(cls) < 0):
+            return super().newton_terms(Phi_act, cls, F)
+        Y = softmax(F, axis=1)
+        G = self.T - Y
+        bounds = np.searchsorted(cls, np.arange(self.n_out + 1))
+        U = np.empty_like(Phi_act)
+        g = np.empty(cls.size)
+        for k in range(self.n_out):
+            a, b = bounds[k], bounds[k + 1]
+            np.multiply(Phi_act[:, a:b], Y[:, k, None], out=U[:, a:b])
+            g[a:b] = G[:, k] @ Phi_act[:, a:b]
+        H = -(U.T @ U)
+        for k in range(self.n_out):
+            a, b = bounds[k], bounds[k + 1]
+            H[a:b, a:b] += Phi_act[:, a:b].T @ U[:, a:b]
+        return g, H
+
     def hess(self, F: np.ndarray) -> np.ndarray:
         """``B_n = diag(y_n) - y_n y_n^T`` (N, K, K): singular, rows sum to 0."""
         Y = softmax(F, axis=1)
@@ -172,6 +200,11 @@ def pair_logits(Phi_act: np.ndarray, cls: np.ndarray, theta: np.ndarray, K: int)
     if K == 1:
         return (Phi_act @ theta)[:, None]
     F = np.zeros((Phi_act.shape[0], K))
+    if not np.any(np.diff(cls) < 0):  # sorted by class: contiguous slices
+        bounds = np.searchsorted(cls, np.arange(K + 1))
+        for k in range(K):
+            F[:, k] = Phi_act[:, bounds[k] : bounds[k + 1]] @ theta[bounds[k] : bounds[k + 1]]
+        return F
     for k in range(K):
         sel = cls == k
         if sel.any():
@@ -419,75 +452,93 @@ class ClassFit:
 
 
 def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -> ClassFit:
-    """Tipping & Faul's loop on the Laplace surrogate: one add / delete / re-estimate action
-    (the largest gain in the surrogate evidence, PRML 7.118), then the mode is re-found by
-    IRLS from the surrogate posterior mean and the surrogate rebuilt (T&F §4 step 10).
-    Re-estimates are taken ``SURROGATE_STEPS`` at a time on one surrogate (an add or delete
-    always re-finds the mode, and convergence is only declared on a fresh surrogate)."""
+    """Tipping & Faul's loop on the Laplace surrogate (TF03 §4 with step 10's re-linearisation)
+    with the exact Laplace evidence as the acceptance test. A *run* of up to ``run`` actions
+    (add / delete / re-estimate, each the largest gain in the surrogate evidence, PRML 7.118,
+    with the surrogate's exact rank-one updates) is taken on one surrogate; then the mode is
+    re-found by IRLS from the surrogate posterior mean. The run is kept if the Laplace
+    evidence (PRML 7.114; plus the hyperprior's log density, T01 App. A) did not fall, and
+    the surrogate is rebuilt at the new mode (the costly part: ``Phi^T B Phi_in`` for every
+    candidate); else the state goes back and the run is shortened to a quarter. A single
+    action that lowers the evidence freezes its basis until the evidence has risen by
+    ``THAW_GAIN``. The run length doubles after every kept run (up to ``MAX_RUN``), so the
+    re-linearisations fall from one per add or delete to a few per doubling. The optimum is
+    the Laplace evidence's: it rises with every kept run, and convergence is declared on a
+    fresh surrogate with nothing left to do, or when ``STALL`` mode searches in a row
+    raised it by less than ``STALL_GAIN`` nats in all."""
     N, M = Phi.shape
     K = lik.n_out
     cand_col = np.tile(np.arange(M), K)
     cand_cls = np.repeat(np.arange(K), M)
     b_prior = np.tile(np.broadcast_to(prior_b, (M,)), K)
+
+    def hyperprior(act, alpha):  # the Gamma hyperprior's log density on ln alpha (T01 App. A)
+        return float(np.sum(prior_a * np.log(alpha) - b_prior[act] * alpha)) if gamma else 0.0
+
+    gamma = prior_a != 0 or np.any(b_prior)
+    proper = bool(np.any(b_prior > 0))
+    # the objective the runs must raise: Laplace log evidence + hyperprior; the first run is
+    # kept (the empty start is no model to compare with)
+    log_ev = -np.inf
     if warm is None:
         F = np.zeros((N, K))
         start: dict = {}
     else:
         w_cols, w_cls, w_alpha, w_theta = warm
-        active = list(w_cls * M + w_cols)
         lap = _mode(Phi[:, w_cols], w_cls, lik, w_alpha, w_theta)
-        F = lap.F
-        start = {"active": active, "alpha": np.array(w_alpha)}
+        F, log_ev = lap.F, lap.log_evidence + hyperprior(w_cls * M + w_cols, lap.alpha)
+        start = {"active": list(w_cls * M + w_cols), "alpha": np.array(w_alpha)}
     Phi2 = Phi * Phi if Phi.size <= PHI2_MAX else None
-    products = _surrogate(Phi, lik, F, Phi2)
     policy = Policy(alpha_min=alpha_min, damped=True)
-
-    def new_state(**start):
-        return SequentialSparseBayes(a_prior=prior_a, b_prior=b_prior, products=products,
-                                     policy=policy, refresh_after_step=False, **start)
-
-    state = new_state(**start)
+    state = SequentialSparseBayes(a_prior=prior_a, b_prior=b_prior,
+                                  products=_surrogate(Phi, lik, F, Phi2), policy=policy,
+                                  refresh_after_step=False, **start)
     trace: list[float] = []
     converged = False
-    it = 0
-    toggles: dict[int, int] = {}
-    log_ev = -np.inf
-    stale = 0  # re-estimates taken on the current surrogate without re-finding the mode
-    for it in range(1, max_iter + 1):  # noqa: B007 (returned)
-        before = (list(state.active), state.alpha.copy(), state.aligned)
-        action, _gain, done = state.step(tol)
-        if done and not stale:
-            converged = True
+    steps = 0
+    run = 1
+    frozen_at: dict[int, float] = {}  # frozen candidate -> the evidence when it was frozen
+    best: list[float] = []  # the objective after every mode search
+    while steps < max_iter:
+        snap = state.snapshot()
+        moved = []
+        done = False
+        while len(moved) < run and steps < max_iter:
+            action, _gain, done = state.step(tol)
+            if done:
+                break
+            steps += 1
+            if action != "skip":
+                moved.append(action)
+        if not moved:
+            converged = done  # on a fresh surrogate: nothing to add, delete or re-estimate
             break
-        if action == "skip":
-            continue
-        if action == "reestimate" and not done and stale + 1 < SURROGATE_STEPS:
-            stale += 1
-            continue
-        stale = 0
         act = np.asarray(state.active)
-        cols, cls = cand_col[act], cand_cls[act]
-        new_lap = _mode(Phi[:, cols], cls, lik, state.alpha, state.mu)
-        if action in ("add", "delete"):
-            (i,) = set(state.active) ^ set(before[0])
-            toggles[i] = toggles.get(i, 0) + 1
-            if (toggles[i] > TOGGLES
-                    and new_lap.log_evidence < log_ev - 1e-9 * max(1.0, abs(log_ev))):
-                # a basis added and deleted again and again on surrogate gains although
-                # the Laplace evidence falls (seen on IDA heart: add with surrogate gain
-                # 0.03, delete with gain 0.25, for ever): undo the action and forbid it
-                # until another add/delete is accepted
-                policy.tabu.add(i)
-                state = new_state(active=before[0], alpha=before[1])
-                state.aligned = before[2]
-                continue
-        if action in ("add", "delete"):
-            policy.tabu.clear()
-        lap = new_lap
-        log_ev = lap.log_evidence
-        trace.append(log_ev)
-        products = _surrogate(Phi, lik, lap.F, Phi2)
-        state.move_to(products)
+        by_class = np.argsort(cand_cls[act], kind="stable")
+        new_lap = _mode(Phi[:, cand_col[act[by_class]]], cand_cls[act[by_class]], lik,
+                        state.alpha[by_class], state.mu[by_class])
+        new_ev = new_lap.log_evidence + hyperprior(act, state.alpha)
+        # (a proper prior, b > 0, puts exclusion at -inf: every add raises the objective)
+        kept = new_ev >= log_ev - 1e-10 * max(1.0, abs(log_ev)) or (proper and "add" in moved)
+        if kept:
+            log_ev = new_ev
+            trace.append(new_lap.log_evidence)
+            state.move_to(_surrogate(Phi, lik, new_lap.F, Phi2))
+            frozen_at = {i: e for i, e in frozen_at.items() if log_ev < e + THAW_GAIN}
+            run = min(2 * run, MAX_RUN)
+        else:
+            if len(moved) == 1:  # this action lowers the Laplace evidence: freeze its basis
+                changed = set(state.active) ^ set(snap[0])  # an add or a delete
+                if not changed:  # a re-estimate
+                    changed = {state.active[int(np.argmax(np.abs(state.alpha - snap[1])))]}
+                frozen_at.update(dict.fromkeys(changed, log_ev))
+            state.restore(snap)
+            run = max(1, len(moved) // 4)
+        policy.frozen = set(frozen_at)
+        best.append(log_ev)
+        if len(best) > STALL and best[-1] - best[-1 - STALL] < STALL_GAIN:
+            converged = True  # the outer iteration has stalled: see STALL_GAIN
+            break
     act = np.asarray(state.active)
     cols, cls, alpha = cand_col[act], cand_cls[act], state.alpha.copy()
     order = np.lexsort((cols, cls))
@@ -499,7 +550,7 @@ def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -
     if state.aligned:
         notes.append(f"{len(state.aligned)} candidate basis functions were skipped as "
                      "numerical duplicates of basis functions in the model")
-    return ClassFit(cols, cls, alpha, lap, trace, converged, it,
+    return ClassFit(cols, cls, alpha, lap, trace, converged, steps,
                 int(np.sum(alpha <= alpha_min * (1 + 1e-9))), notes)
 
 

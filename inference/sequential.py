@@ -117,12 +117,15 @@ class Policy:
     * ``alpha >= alpha_min``: proposals below the floor go to the floor (so a basis at the
       floor is converged), which bounds the weights on separable data;
     * candidates in ``tabu`` may not be added or deleted (they may be re-estimated);
+    * candidates in ``frozen`` take no action at all (the caller's verdict that their step
+      does not help; their proposals do not hold up convergence);
     * damped re-estimates: the log step of a basis whose last re-estimate went the other
       way is scaled by ``lam`` in ``damp`` (halved at every reversal, doubled back towards 1
       otherwise, at least ``DAMP_MIN``)."""
 
     alpha_min: float = 0.0
     tabu: set = field(default_factory=set)
+    frozen: set = field(default_factory=set)
     damp: dict = field(default_factory=dict)  # basis -> (lam, sign of its last log step)
     damped: bool = False
     _lam: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
@@ -423,6 +426,23 @@ class SequentialSparseBayes:
         self.cross = self._buf[:, :Mt]
         self.recompute()
 
+    def snapshot(self) -> tuple:
+        """Everything a step changes, to :meth:`restore` a rejected run of steps."""
+        Mt = len(self.active)
+        return (list(self.active), self.alpha.copy(), self.Sigma.copy(), self.mu.copy(),
+                self.S.copy(), self.Q.copy(), self.cross.copy(order="F"), self.excluded.copy(),
+                dict(self.aligned), Mt)
+
+    def restore(self, snap: tuple) -> None:
+        """Back to a :meth:`snapshot` taken on the same products."""
+        active, self.alpha, self.Sigma, self.mu, self.S, self.Q, cross, self.excluded, \
+            self.aligned, Mt = snap
+        self.active = list(active)
+        if self._buf.shape[1] < Mt:
+            self._buf = np.empty((self._buf.shape[0], 2 * Mt), order="F")
+        self._buf[:, :Mt] = cross
+        self.cross = self._buf[:, :Mt]
+
     # ---- exact recomputation -------------------------------------------------------------
     def recompute(self) -> None:
         """Sigma, mu, S, Q from scratch (TF03 eqs. 24-25, T01 eq. 6) through the Cholesky
@@ -505,8 +525,9 @@ class SequentialSparseBayes:
              - basis_objective(cur[idx], s, q, self.a_prior, b))
         g[np.isinf(prop) & np.isinf(cur[idx])] = -np.inf  # nothing to do
         new[idx], gain[idx] = prop, g
-        if self.aligned:
-            gain[list(self.aligned)] = -np.inf
+        if self.aligned or self.policy.frozen:
+            blocked = [*self.aligned, *self.policy.frozen]
+            gain[blocked], new[blocked] = -np.inf, cur[blocked]
         if act.size == 1 and np.isinf(new[act[0]]):  # never empty the model
             gain[act[0]] = -np.inf
         self.policy.forbid(new, gain, cur)
@@ -517,8 +538,8 @@ class SequentialSparseBayes:
         M = self.S.size
         lam, tabu = self.policy.arrays(M)
         blocked = np.zeros(M, dtype=bool)
-        if self.aligned:
-            blocked[list(self.aligned)] = True
+        if self.aligned or self.policy.frozen:
+            blocked[[*self.aligned, *self.policy.frozen]] = True
         return (self.S, self.Q, self.diag, self.excluded, np.asarray(self.active, dtype=np.int64),
                 self.alpha, self.Sigma, self.mu, float(self.policy.alpha_min), lam, blocked, tabu)
 

@@ -1,0 +1,127 @@
+"""Multiclass RVM on USPS (Tipping 2001 §4.4.2: 7291 training / 2007 test digits, 256 inputs,
+K = 10), side by side with the peers on the same split, in one run.
+
+* ``rvm``: ONE softmax RVM (T01 eq. 28) by the evidence (``method="evidence"``), Gaussian
+  width ``r`` (``exp(-||x - x'||^2 / r^2)``), a k-means dictionary of ``--centres`` centres;
+* ``fastrvm``: fastrvm's RVC, ten one-vs-rest binary RVMs with a kernel at every training
+  point (Tipping's own USPS protocol; C++, a benchmark-only extra), same width;
+* ``svc``: scikit-learn's SVC (one-vs-one), ``C`` by 5-fold CV, same width.
+
+Two sizes: the full training set and a 1000-digit random subsample (seed 0); the test set is
+always the full 2007 digits. Each fit runs in its own process (peak memory = its max RSS),
+one BLAS thread. Results in ``results/usps.md``.
+
+    SPARSEBAYES_DATA=../shared/data python benchmarks/bench_usps.py [--sizes 1000 7291]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = os.environ.get("SPARSEBAYES_DATA", str(ROOT.parent / "shared" / "data"))
+WIDTH = 5.0  # r^2 = 25: SVC's CV error is flat over widths 4-6 here (sklearn gamma 0.04)
+
+
+def _data(n: int):
+    from sparsebayes.models import datasets
+
+    Xtr, ytr, Xte, yte = datasets.load_usps(data_dir=DATA)
+    if n < len(ytr):
+        idx = np.random.default_rng(0).permutation(len(ytr))[:n]
+        Xtr, ytr = Xtr[idx], ytr[idx]
+    return Xtr, ytr, Xte, yte
+
+
+def worker(method: str, n: int, centres: int) -> dict:
+    Xtr, ytr, Xte, yte = _data(n)
+    start = time.perf_counter()
+    if method == "svc":
+        from sklearn.model_selection import GridSearchCV
+        from sklearn.svm import SVC
+
+        model = GridSearchCV(SVC(gamma=1 / WIDTH**2), {"C": np.logspace(-1, 3, 9)},
+                             cv=5).fit(Xtr, ytr)
+        elapsed = time.perf_counter() - start
+        err = float(np.mean(model.predict(Xte) != yte))
+        n_rv = int(model.best_estimator_.support_.size)
+    elif method == "fastrvm":
+        from fastrvm import RVC
+
+        model = RVC(kernel="rbf", gamma=1 / WIDTH**2).fit(Xtr, ytr)
+        elapsed = time.perf_counter() - start
+        err = float(np.mean(model.predict(Xte) != yte))
+        n_rv = int(np.sum(model.n_relevance_))
+    else:
+        import warnings
+
+        from sparsebayes.inference import fit, predict
+        from sparsebayes.models import GaussianKernel, RVMClassification
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            post = fit(RVMClassification(Xtr, ytr, GaussianKernel(WIDTH), centres=centres),
+                       "evidence", seed=0)
+        elapsed = time.perf_counter() - start
+        err = float(np.mean(predict(post, Xte).label != yte))
+        n_rv = int(post.attrs["n_relevant"])
+        method = f"rvm (softmax, {centres} centres)"
+    return {"method": method, "n": n, "fit s": elapsed, "test error": err, "vectors": n_rv,
+            "peak MB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        print(json.dumps(worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))))
+        return
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 7291])
+    ap.add_argument("--centres", type=int, default=500)
+    ap.add_argument("--methods", nargs="+", default=["rvm", "fastrvm", "svc"])
+    ap.add_argument("--max-seconds", type=float, default=3600)
+    args = ap.parse_args()
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    load = os.getloadavg()[0]
+    rows = []
+    for n in args.sizes:
+        for method in args.methods:
+            centres = min(args.centres, n // 3)
+            try:
+                out = subprocess.run(
+                    [sys.executable, __file__, "--worker", method, str(n), str(centres)],
+                    capture_output=True, text=True, check=True, timeout=args.max_seconds,
+                    env=env)
+            except subprocess.TimeoutExpired:  # the time is a lower bound
+                rows.append({"method": f"{method} (not finished)", "n": n,
+                             "fit s": args.max_seconds, "test error": float("nan"),
+                             "vectors": -1, "peak MB": float("nan")})
+                continue
+            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(rows[-1], flush=True)
+    lines = [f"# Multiclass on USPS (K = 10, width {WIDTH:g}, test set 2007 digits)", "",
+             f"{os.cpu_count()} cores, one BLAS thread, 1-minute load average {load:.2f} at "
+             "the start; each fit in its own process.", "",
+             "| n train | method | fit s | test error | vectors | peak MB | time ratio "
+             "(rvm / row) |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ours = next(o for o in rows if o["n"] == r["n"] and o["method"].startswith("rvm"))
+        lines.append(f"| {r['n']} | {r['method']} | {r['fit s']:.1f} | {r['test error']:.4f} "
+                     f"| {r['vectors']} | {r['peak MB']:.0f} | "
+                     f"{ours['fit s'] / r['fit s']:.3f} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    (Path(__file__).parent / "results" / "usps.md").write_text(text)
+
+
+if __name__ == "__main__":
+    main()
