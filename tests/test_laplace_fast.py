@@ -104,6 +104,35 @@ def test_move_to_equals_a_state_built_on_the_new_surrogate(K):
 
 
 @pytest.mark.parametrize("K", [2, 3])
+def test_restore_returns_to_the_snapshot_and_frozen_candidates_take_no_action(K):
+    """A rejected run goes back exactly: after a snapshot, steps (adds, deletes,
+    re-estimates, growing the buffer of ``cross``) and restore, the state equals a state built
+    from scratch on the same surrogate with the snapshot's model and takes the same steps
+    again. A frozen candidate neither moves nor holds up convergence."""
+    Phi, lik = _problem(K)
+    N = Phi.shape[0]
+    products = _surrogate(Phi, lik, np.zeros((N, lik.n_out)))
+    state = _state(products)
+    for _ in range(3):
+        state.step(1e-6)
+    snap = state.snapshot()
+    first = [state.step(1e-6)[:2] for _ in range(25)]
+    state.restore(snap)
+    ref = _state(products, active=list(snap[0]), alpha=snap[1].copy())
+    assert state.active == ref.active
+    for name in ("cross", "Sigma", "mu", "S", "Q", "excluded"):
+        np.testing.assert_allclose(getattr(state, name), getattr(ref, name), rtol=1e-9,
+                                   atol=1e-9, err_msg=name)
+    again = [state.step(1e-6)[:2] for _ in range(25)]
+    assert [a for a, _ in again] == [a for a, _ in first]
+    np.testing.assert_allclose([g for _, g in again], [g for _, g in first], rtol=1e-8)
+    # freeze everything in the model and every candidate: nothing moves, and it is "done"
+    state.policy.frozen = set(range(state.S.size))
+    action, _, done = state.step(1e-6)
+    assert (action, done) == ("none", True)
+
+
+@pytest.mark.parametrize("K", [2, 3])
 def test_policy_floor_damping_and_tabu_take_effect(K):
     """The Laplace safeguards handed to the one algorithm: proposals below the floor go to
     it, a damped re-estimate moves ``ln alpha`` by ``lam`` of the undamped step, and a tabu
