@@ -46,14 +46,13 @@ from .laplace import (
     ALPHA_MIN,
     ClassFit,
     Laplace,
-    blas_threads_for,
     check_classes,
     laplace_datatree,
     likelihood_for,
     pair_logits,
     warn_fit,
 )
-from .numerics import cholesky, warn_user
+from .numerics import cholesky, one_blas_thread, warn_user
 from .results import relevance_counts
 from .sequential import DenseProducts, Policy, SequentialSparseBayes
 from .vrvm import LOG_2PI, weight_bound_terms
@@ -521,7 +520,7 @@ def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPri
     Phi = basis.design(problem.X)
     K = problem.n_classes
     flat = prior.a == 0 and prior.b == 0
-    with blas_threads_for(problem.X.shape[0]):
+    with one_blas_thread():
         if flat:
             st = vrvm_classification(Phi, problem.t, K, alpha_min=float(alpha_min),
                                      max_iter=int(max_iter), tol=tol or 1e-3,

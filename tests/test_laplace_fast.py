@@ -276,3 +276,30 @@ def test_fast_loop_raises_the_laplace_evidence_at_every_kept_run(case):
     assert post.attrs["converged"]
     assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
     assert trace[-1] == pytest.approx(post.attrs["log_evidence"], abs=1e-8)
+
+
+@pytest.mark.parametrize("K", [2, 3])
+def test_draws_loglik_in_blocks_equals_all_draws_at_once(K, monkeypatch):
+    """The pointwise log-likelihood of weight draws, a block of draws at a time, equals the
+    softmax / Bernoulli log probability of all logits at once (scipy's logsumexp)."""
+    from scipy.special import log_softmax
+
+    from sparsebayes.inference import laplace
+
+    Phi, lik = _problem(K)
+    rng = np.random.default_rng(1)
+    P = 7
+    cls = np.sort(rng.integers(0, lik.n_out, P))
+    cols = rng.choice(Phi.shape[1], P, replace=False)
+    draws = rng.normal(size=(2, 9, P))
+    monkeypatch.setattr(laplace, "LOGLIK_BLOCK", 4 * Phi.shape[0] * lik.n_out)  # 4 draws
+    got = laplace._draws_loglik(lik, draws, Phi[:, cols], cls)
+    F = np.zeros((2, 9, Phi.shape[0], lik.n_out))
+    for k in range(lik.n_out):
+        F[..., k] = draws[..., cls == k] @ Phi[:, cols[cls == k]].T
+    if lik.n_out == 1:
+        ref = -np.logaddexp(0.0, -(2 * lik.t - 1) * F[..., 0])
+    else:
+        ref = np.take_along_axis(log_softmax(F, axis=-1), lik.codes[None, None, :, None],
+                                 axis=-1)[..., 0]
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
