@@ -752,7 +752,7 @@ def _draws_loglik(lik, theta_draws: np.ndarray, Phi_act: np.ndarray, cls: np.nda
     10, 1000 draws x 7291 points: 583 MB, and a 4 GB peak with the softmax's temporaries)."""
     K = lik.n_out
     lead = theta_draws.shape[:-1]
-    flat = theta_draws.reshape(-1, theta_draws.shape[-1])
+    flat = theta_draws.reshape(int(np.prod(lead)), theta_draws.shape[-1])  # P may be 0
     N = Phi_act.shape[0]
     out = np.empty((flat.shape[0], N))
     step = max(1, LOGLIK_BLOCK // (N * K))
