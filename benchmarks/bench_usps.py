@@ -44,29 +44,17 @@ def _data(n: int):
 
 def worker(method: str, n: int, centres: int) -> dict:
     Xtr, ytr, Xte, yte = _data(n)
-    start = time.perf_counter()
-    if method == "svc":
-        from sklearn.model_selection import GridSearchCV
-        from sklearn.svm import SVC
+    if method in ("svc", "fastrvm"):
+        from bench_multiclass import peer_fit  # this folder is on sys.path: run as a script
 
-        model = GridSearchCV(SVC(gamma=1 / WIDTH**2), {"C": np.logspace(-1, 3, 9)},
-                             cv=5).fit(Xtr, ytr)
-        elapsed = time.perf_counter() - start
-        err = float(np.mean(model.predict(Xte) != yte))
-        n_rv = int(model.best_estimator_.support_.size)
-    elif method == "fastrvm":
-        from fastrvm import RVC
-
-        model = RVC(kernel="rbf", gamma=1 / WIDTH**2).fit(Xtr, ytr)
-        elapsed = time.perf_counter() - start
-        err = float(np.mean(model.predict(Xte) != yte))
-        n_rv = int(np.sum(model.n_relevance_))
+        elapsed, err, n_rv = peer_fit(method, WIDTH, Xtr, ytr, Xte, yte)
     else:
         import warnings
 
         from sparsebayes.inference import fit, predict
         from sparsebayes.models import GaussianKernel, RVMClassification
 
+        start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             post = fit(RVMClassification(Xtr, ytr, GaussianKernel(WIDTH), centres=centres),
