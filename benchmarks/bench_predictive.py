@@ -86,8 +86,8 @@ def bench_gp(n_folds: int) -> tuple[list[dict], dict]:
     from threadpoolctl import threadpool_limits
 
     from sparsebayes.inference import fit, metrics, predict
-    from sparsebayes.inference.gp import log_marginal_likelihood
-    from sparsebayes.inference.predictive import Predictive
+    from sparsebayes.inference.gp.regression import log_marginal_likelihood
+    from sparsebayes.inference.predictive.regression import Predictive
     from sparsebayes.models import GPRegression
 
     methods = {

@@ -3,10 +3,10 @@ entry points; PyMC is imported only by the methods that need it."""
 
 from .api import FIT_METHODS, PREDICT_KINDS, fit, predict
 from .compare import compare_posteriors
+from .groups import add_posterior_predictive, add_predictions, add_prior_predictive
 from .loo import loo, loo_compare
-from .predictive import MixturePredictive, Predictive
-from .predictive_groups import add_posterior_predictive, add_predictions, add_prior_predictive
-from .pymc_route import pymc_trace
+from .predictive.regression import MixturePredictive, Predictive
+from .rvm.pymc_route import pymc_trace
 
 __all__ = ["FIT_METHODS", "PREDICT_KINDS", "MixturePredictive", "Predictive", "RVC", "RVR",
            "add_posterior_predictive", "add_predictions", "add_prior_predictive",

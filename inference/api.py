@@ -1,14 +1,15 @@
 """``fit`` and ``predict``: one entry point for every posterior and predictive.
 
-Methods are looked up in registries that name a module and a function, so importing
-``sparsebayes.inference`` (and running the evidence path) never imports PyMC.
+Methods are looked up in registries of functions; the method modules import PyMC inside the
+functions that sample, so importing ``sparsebayes.inference`` (and running the evidence path)
+never imports PyMC.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -16,56 +17,58 @@ import xarray as xr
 
 from sparsebayes.models import GammaPrior
 
+from . import groups
+from .gp import classification as gp_classification
+from .gp import regression as gp_regression
 from .numerics import unknown_names
+from .predictive import classification as class_predictive
+from .predictive import regression as regression_predictive
 from .results import library_versions
+from .rvm import evidence, laplace, vrvm, vrvm_classification
+from .rvm import pymc as rvm_pymc
 
 __all__ = ["fit", "predict", "fit_options", "FIT_METHODS", "PREDICT_KINDS"]
 
-# problem kind -> method -> "module:function"; each function is fn(problem, *, seed, **options)
-FIT_METHODS: dict[str, dict[str, str]] = {
+# problem kind -> method -> fn(problem, *, seed, **options)
+FIT_METHODS: dict[str, dict[str, Callable]] = {
     "regression": {
-        "evidence": "evidence:fit_fast",
-        "evidence-mackay": "evidence:fit_mackay",
-        "vrvm": "vrvm:fit_vrvm",
-        "advi": "pymc_fit:fit_advi",
-        "fullrank_advi": "pymc_fit:fit_fullrank_advi",
-        "nuts": "pymc_fit:fit_nuts",
+        "evidence": evidence.fit_fast,
+        "evidence-mackay": evidence.fit_mackay,
+        "vrvm": vrvm.fit_vrvm,
+        "advi": rvm_pymc.fit_advi,
+        "fullrank_advi": rvm_pymc.fit_fullrank_advi,
+        "nuts": rvm_pymc.fit_nuts,
     },
     "classification": {
-        "evidence": "laplace:fit_fast",
-        "evidence-mackay": "laplace:fit_mackay",
-        "vrvm": "vrvm_classification:fit_vrvm_classification",
-        "advi": "pymc_fit:fit_advi",
-        "fullrank_advi": "pymc_fit:fit_fullrank_advi",
-        "nuts": "pymc_fit:fit_nuts",
+        "evidence": laplace.fit_fast,
+        "evidence-mackay": laplace.fit_mackay,
+        "vrvm": vrvm_classification.fit_vrvm_classification,
+        "advi": rvm_pymc.fit_advi,
+        "fullrank_advi": rvm_pymc.fit_fullrank_advi,
+        "nuts": rvm_pymc.fit_nuts,
     },
-    "gp": {"evidence": "gp:fit_evidence", "nuts": "gp:fit_nuts"},
-    "gp_classification": {"evidence": "gp_classification:fit_evidence",
-                          "nuts": "gp_classification:fit_nuts"},
+    "gp": {"evidence": gp_regression.fit_evidence, "nuts": gp_regression.fit_nuts},
+    "gp_classification": {"evidence": gp_classification.fit_evidence,
+                          "nuts": gp_classification.fit_nuts},
 }
 
-# problem kind -> predictive kind -> "module:function"; fn(post, X_new, **options)
-PREDICT_KINDS: dict[str, dict[str, str]] = {
+# problem kind -> predictive kind -> fn(post, X_new, **options)
+PREDICT_KINDS: dict[str, dict[str, Callable]] = {
     "regression": {
-        "rvm": "predictive:predict_rvm",
-        "rvm*": "predictive:predict_rvm_star",
-        "samples": "predictive:predict_samples",
+        "rvm": regression_predictive.predict_rvm,
+        "rvm*": regression_predictive.predict_rvm_star,
+        "samples": regression_predictive.predict_samples,
     },
     "classification": {
-        "moderated": "class_predictive:predict_moderated",
-        "plugin": "class_predictive:predict_plugin",
-        "samples": "class_predictive:predict_samples",
+        "moderated": class_predictive.predict_moderated,
+        "plugin": class_predictive.predict_plugin,
+        "samples": class_predictive.predict_samples,
     },
-    "gp": {"gp": "gp:predict_gp"},
-    "gp_classification": {"laplace": "gp_classification:predict_laplace",
-                          "plugin": "gp_classification:predict_plugin",
-                          "nuts": "gp_classification:predict_nuts"},
+    "gp": {"gp": gp_regression.predict_gp},
+    "gp_classification": {"laplace": gp_classification.predict_laplace,
+                          "plugin": gp_classification.predict_plugin,
+                          "nuts": gp_classification.predict_nuts},
 }
-
-
-def _resolve(target: str):
-    module, func = target.split(":")
-    return getattr(importlib.import_module(f".{module}", __package__), func)
 
 
 _FIT_OWN = ("posterior_predictive", "prior_predictive")  # fit()'s options, not the method's
@@ -75,7 +78,7 @@ def fit_options(kind: str, method: str) -> tuple[str, ...]:
     """The keyword options ``fit(problem, method, **options)`` takes for a problem ``kind``
     (``"regression"``, ...): the method function's keyword arguments (read from its
     signature) and fit's own, ``seed`` aside."""
-    params = inspect.signature(_resolve(FIT_METHODS[kind][method])).parameters.values()
+    params = inspect.signature(FIT_METHODS[kind][method]).parameters.values()
     names = {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
     return tuple(sorted((names | set(_FIT_OWN)) - {"seed"}))
 
@@ -92,10 +95,10 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
         T01 eqs. 16-18), and, where installed, "vrvm", "advi", "fullrank_advi", "nuts".
     seed : seed of every random draw (posterior draws of ``w``, samplers).
     posterior_predictive : add a ``posterior_predictive`` group (a replicate of the training
-        targets per posterior draw; :func:`~.predictive_groups.add_posterior_predictive`).
+        targets per posterior draw; :func:`~.groups.add_posterior_predictive`).
     prior_predictive : add ``prior`` and ``prior_predictive`` groups (draws of the result's
         hyperprior, attrs ``prior``, and replicates of the targets from them;
-        :func:`~.predictive_groups.add_prior_predictive`). The hyperprior must be proper.
+        :func:`~.groups.add_prior_predictive`). The hyperprior must be proper.
     **options : passed to the method (e.g. ``max_iter``, ``draws``, ``chains``).
     """
     kind = getattr(problem, "kind", None)
@@ -117,11 +120,9 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
         raise TypeError(unknown_names("option", bad, fit_options(kind, method),
                                       f"fit(..., {method!r}) of a {type(problem).__name__}"))
     if kind in ("regression", "classification"):
-        from .evidence import check_width
-
-        check_width(problem)  # a Gaussian width far off the inputs' scale, either way
+        evidence.check_width(problem)  # a Gaussian width far off the inputs' scale, either way
     start = time.perf_counter()
-    post = _resolve(FIT_METHODS[kind][method])(problem, seed=seed, **options)
+    post = FIT_METHODS[kind][method](problem, seed=seed, **options)
     post.attrs.update(
         method=method,
         seed=-1 if seed is None else int(seed),
@@ -132,12 +133,10 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
     if kind in ("regression", "classification"):  # the evidence methods' prior: the problem's
         post.attrs.setdefault("prior", (problem.prior or GammaPrior()).to_json())
     if posterior_predictive or prior_predictive:
-        from . import predictive_groups
-
         if posterior_predictive:
-            post = predictive_groups.add_posterior_predictive(post, seed=seed)
+            post = groups.add_posterior_predictive(post, seed=seed)
         if prior_predictive:
-            post = predictive_groups.add_prior_predictive(post, seed=seed)
+            post = groups.add_prior_predictive(post, seed=seed)
     return post
 
 
@@ -160,4 +159,4 @@ def predict(post: xr.DataTree, X_new, kind: str | None = None, **options: Any):
             f"predictive kind {kind!r} is not available for a {pkind} posterior; "
             f"choose one of {sorted(kinds)}"
         )
-    return _resolve(kinds[kind])(post, X_new, **options)
+    return kinds[kind](post, X_new, **options)

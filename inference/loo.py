@@ -226,14 +226,14 @@ def _hyperparameters(post):
     """Draws (S, ...) of the hyperparameters the Gaussian LOO needs: RVM ``(alpha, beta)``,
     GP ``(length_scale, signal_sd, noise_sd)``; type-II ML results give one draw."""
     if post.attrs["problem_kind"] == "gp":
-        from .gp import _hyperparameter_draws
+        from .gp.regression import _hyperparameter_draws
 
         ls, sf, sn = _hyperparameter_draws(post)
         return (ls[:1], sf[:1], sn[:1]) if post.attrs["method"] == "evidence" else (ls, sf, sn)
     if "gaussian_posterior" in post.children:
         g = post["gaussian_posterior"]
         return g["alpha"].values[None], np.array([float(g["beta"])])
-    from .predictive import _beta_draws
+    from .predictive.regression import _beta_draws
 
     ds = post["posterior"]
     return ds["alpha"].values.reshape(-1, ds.sizes["basis"]), _beta_draws(post)
@@ -245,7 +245,7 @@ def _gaussian_loo(post) -> np.ndarray:
     t = post["observed_data"]["t"].values
     if post.attrs["problem_kind"] == "gp":
         return gp_loo_logpdf(X, t, *_hyperparameters(post))
-    from .predictive import design
+    from .predictive.regression import design
 
     return gaussian_loo_logpdf(design(post, X), t, *_hyperparameters(post))
 

@@ -41,8 +41,8 @@ from sparsebayes.models import (
 )
 
 from .api import PREDICT_KINDS, fit, predict
-from .class_predictive import moderated_log_proba, samples_log_proba
-from .predictive import gaussian_predictive, samples_predictive
+from .predictive.classification import moderated_log_proba, samples_log_proba
+from .predictive.regression import gaussian_predictive, samples_predictive
 from .results import basis_from_posterior
 
 __all__ = ["RVR", "RVC"]
@@ -245,7 +245,7 @@ def _regression_predictive(post: xr.DataTree, Phi: np.ndarray):
 
 def _class_log_proba(post: xr.DataTree, Phi: np.ndarray) -> np.ndarray:
     """Moderated log probabilities at the design rows ``Phi`` for a Gaussian posterior,
-    else the average over the draws of ``w`` (:mod:`~sparsebayes.inference.class_predictive`)."""
+    else the average over the draws of ``w`` (:mod:`~.predictive.classification`)."""
     if "gaussian_posterior" in post.children:
         g = post["gaussian_posterior"]
         return moderated_log_proba(Phi, g["mu"].values, g["Sigma"].values)
@@ -458,7 +458,7 @@ class RVC(ClassifierMixin, _RVMBase):
     def predict_log_proba(self, X) -> np.ndarray:
         """Log class probabilities: the moderated output for the Laplace (evidence)
         posterior (MacKay's probit approximation for two classes, its pairwise form for the
-        softmax; :mod:`~sparsebayes.inference.class_predictive`), the average over the
+        softmax; :mod:`~sparsebayes.inference.predictive.classification`), the average over the
         posterior draws of ``w`` otherwise."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)

@@ -37,7 +37,8 @@ def assert_reused_sampler_equals_fresh(first, second, names, **opts) -> None:
     what the study does for every split) gives the draws a fresh compile gives, bit for bit.
     A warm-up fit fills PyTensor's compile cache first: a cold compile and a cached one may
     differ in the last bits (measured on the GP classifier), which is not what this checks."""
-    from sparsebayes.inference import fit, pymc_fit
+    from sparsebayes.inference import fit
+    from sparsebayes.inference.rvm import pymc as pymc_fit
 
     opts = {"seed": 3, "draws": 100, "tune": 100, "chains": 2, "warn": False, **opts}
     fit(first, "nuts", **opts)  # fills the compile caches

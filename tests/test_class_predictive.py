@@ -7,7 +7,7 @@ dimension, 27,000 points) in K = 3 dimensions; the binary case is MacKay's formu
 import numpy as np
 from scipy.special import softmax
 
-from sparsebayes.inference.class_predictive import moderated_bernoulli, moderated_softmax
+from sparsebayes.inference.predictive.classification import moderated_bernoulli, moderated_softmax
 
 
 def gaussian_softmax_quadrature(M: np.ndarray, P: np.ndarray, nodes: int = 30) -> np.ndarray:

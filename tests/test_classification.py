@@ -12,8 +12,8 @@ from scipy import integrate, optimize
 from scipy.special import expit, log_expit, logsumexp
 
 from sparsebayes.inference import fit, predict
-from sparsebayes.inference.class_predictive import moderated_bernoulli
-from sparsebayes.inference.laplace import (
+from sparsebayes.inference.predictive.classification import moderated_bernoulli
+from sparsebayes.inference.rvm.laplace import (
     _mode,
     _squarem_step,
     laplace_posterior,

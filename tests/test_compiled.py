@@ -9,9 +9,9 @@ import numpy as np
 from scipy import optimize
 from scipy.special import log_expit
 
-from sparsebayes.inference import compiled
-from sparsebayes.inference.laplace import _Bernoulli, _mode
-from sparsebayes.inference.sequential import Policy, SequentialSparseBayes
+from sparsebayes.inference.rvm import compiled
+from sparsebayes.inference.rvm.laplace import _Bernoulli, _mode
+from sparsebayes.inference.rvm.sequential import Policy, SequentialSparseBayes
 from sparsebayes.models import GaussianKernel, RVMClassification, datasets
 
 

@@ -7,7 +7,7 @@ import pytest
 from scipy import optimize, stats
 
 from sparsebayes.inference import fit, predict
-from sparsebayes.inference.evidence import (
+from sparsebayes.inference.rvm.evidence import (
     SequentialSparseBayes,
     _width_objective,
     basis_objective,

@@ -11,7 +11,7 @@ from scipy import stats
 from sklearn.metrics.pairwise import rbf_kernel
 
 from sparsebayes.inference import fit, predict
-from sparsebayes.inference.evidence import _tied_columns, _tied_objective
+from sparsebayes.inference.rvm.evidence import _tied_columns, _tied_objective
 from sparsebayes.models import GaussianKernel, RVMRegression, datasets
 
 D = 10  # Friedman #1: inputs 1-5 relevant (1-3 non-linearly, 4-5 linearly), 6-10 irrelevant
@@ -244,7 +244,7 @@ def test_tied_objective_is_eq15_and_its_gradient_matches_finite_differences(isot
 
 
 def test_tied_columns_are_evenly_spaced_when_there_are_many(monkeypatch):
-    from sparsebayes.inference import evidence
+    from sparsebayes.inference.rvm import evidence
 
     X = np.random.default_rng(0).standard_normal((50, 2))
     basis = RVMRegression(X, X[:, 0], kernel=GaussianKernel((1.0, 1.0)),

@@ -7,7 +7,7 @@ import pytest
 from scipy.spatial.distance import cdist
 
 from sparsebayes.inference import fit
-from sparsebayes.inference.evidence import SequentialSparseBayes, default_width_bounds
+from sparsebayes.inference.rvm.evidence import SequentialSparseBayes, default_width_bounds
 from sparsebayes.models import GaussianKernel, NumericalWarning, RVMRegression
 
 

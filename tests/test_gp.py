@@ -11,7 +11,7 @@ from sklearn.gaussian_process.kernels import RBF, WhiteKernel
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 
 from sparsebayes.inference import fit, predict
-from sparsebayes.inference.gp import (
+from sparsebayes.inference.gp.regression import (
     _lml_and_grad,
     gp_moments,
     log_marginal_likelihood,

@@ -8,7 +8,7 @@ from scipy import integrate, optimize, stats
 from scipy.special import expit, log_expit
 
 from sparsebayes.inference import fit, predict
-from sparsebayes.inference.gp_classification import (
+from sparsebayes.inference.gp.classification import (
     _lml_and_grad,
     averaged_probability,
     latent_moments,
@@ -156,7 +156,7 @@ def test_nuts_agrees_with_laplace_on_ripley_100():
     1.0015-1.0044 there, against 1.0037-1.0117 at 4 x 1000 (three of four above 1.01)."""
     from pathlib import Path
 
-    from sparsebayes.inference.gp_classification import nuts_probability_draws
+    from sparsebayes.inference.gp.classification import nuts_probability_draws
 
     data = Path(__file__).resolve().parents[1].parent / "shared" / "data"
     X, y = datasets.load_ripley("train", data_dir=data)

@@ -8,8 +8,8 @@ from scipy import optimize
 from scipy.special import logsumexp, softmax
 
 from sparsebayes.inference import fit, predict
-from sparsebayes.inference.gp_classification import log_marginal_likelihood
-from sparsebayes.inference.gp_multiclass import (
+from sparsebayes.inference.gp.classification import log_marginal_likelihood
+from sparsebayes.inference.gp.multiclass import (
     _lml_and_grad,
     averaged_softmax,
     laplace_covariance,
@@ -314,7 +314,7 @@ def test_nuts_multiclass_agrees_with_laplace_and_its_predictive_with_direct_cond
     from scipy.special import log_softmax
 
     from sparsebayes.inference import add_predictions
-    from sparsebayes.inference.gp_classification import nuts_probability_draws
+    from sparsebayes.inference.gp.classification import nuts_probability_draws
 
     X, codes = _problem(90, seed=11)
     Xtr, ytr, Xte = X[:60], codes[:60], X[60:]

@@ -7,14 +7,14 @@ whitened N(K-1) x KM design they replace."""
 import numpy as np
 import pytest
 
-from sparsebayes.inference.laplace import (
+from sparsebayes.inference.rvm.laplace import (
     _Bernoulli,
     _Likelihood,
     _mode,
     _surrogate,
     likelihood_for,
 )
-from sparsebayes.inference.sequential import DenseProducts, Policy, SequentialSparseBayes
+from sparsebayes.inference.rvm.sequential import DenseProducts, Policy, SequentialSparseBayes
 from sparsebayes.models import GaussianKernel, RVMClassification, datasets
 
 
@@ -137,7 +137,7 @@ def test_policy_floor_damping_and_tabu_take_effect(K):
     """The Laplace safeguards handed to the one algorithm: proposals below the floor go to
     it, a damped re-estimate moves ``ln alpha`` by ``lam`` of the undamped step, and a tabu
     candidate is neither added nor deleted; gains stay TF03 eq. 18 at the adjusted alpha."""
-    from sparsebayes.inference.sequential import basis_objective
+    from sparsebayes.inference.rvm.sequential import basis_objective
 
     Phi, lik = _problem(K)
     N = Phi.shape[0]
@@ -284,7 +284,7 @@ def test_draws_loglik_in_blocks_equals_all_draws_at_once(K, monkeypatch):
     softmax / Bernoulli log probability of all logits at once (scipy's logsumexp)."""
     from scipy.special import log_softmax
 
-    from sparsebayes.inference import laplace
+    from sparsebayes.inference.rvm import laplace
 
     Phi, lik = _problem(K)
     rng = np.random.default_rng(1)

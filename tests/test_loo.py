@@ -130,7 +130,7 @@ def test_gaussian_estimator_is_the_conditional_at_the_fitted_hyperparameters():
     X, t = sinc(40, 3)
     post = fit(RVMRegression(X, t, kernel=GaussianKernel(3.0)), "evidence")
     gpost = post["gaussian_posterior"]
-    from sparsebayes.inference.predictive import design
+    from sparsebayes.inference.predictive.regression import design
 
     Phi = design(post, X)
     want = [conditional_by_hand(Phi, t, gpost["alpha"].values, float(gpost["beta"]), n)

@@ -6,8 +6,8 @@ from scipy import stats
 from sklearn import metrics as skm
 
 from sparsebayes.inference import metrics
-from sparsebayes.inference.class_predictive import ClassPredictive
-from sparsebayes.inference.predictive import MixturePredictive, Predictive
+from sparsebayes.inference.predictive.classification import ClassPredictive
+from sparsebayes.inference.predictive.regression import MixturePredictive, Predictive
 
 
 def regression_case(seed=0, n=200):

@@ -7,7 +7,7 @@ import pytest
 from scipy import integrate, optimize, stats
 
 from sparsebayes.inference import fit, predict
-from sparsebayes.inference.predictive import (
+from sparsebayes.inference.predictive.regression import (
     MixturePredictive,
     Predictive,
     predict_rvm_star,

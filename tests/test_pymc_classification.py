@@ -12,7 +12,7 @@ import pytest
 from scipy import integrate, stats
 
 from sparsebayes.inference import fit, predict
-from sparsebayes.inference.pymc_fit import conditional_alpha, diagnose
+from sparsebayes.inference.rvm.pymc import conditional_alpha, diagnose
 from sparsebayes.models import (
     GammaPrior,
     GaussianKernel,

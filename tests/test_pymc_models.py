@@ -19,8 +19,8 @@ from conftest import assert_reused_sampler_equals_fresh  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from sparsebayes.inference import fit, predict  # noqa: E402
-from sparsebayes.inference.evidence import weight_posterior  # noqa: E402
-from sparsebayes.inference.pymc_fit import conditional_weights, diagnose  # noqa: E402
+from sparsebayes.inference.rvm.evidence import weight_posterior  # noqa: E402
+from sparsebayes.inference.rvm.pymc import conditional_weights, diagnose  # noqa: E402
 from sparsebayes.models import (  # noqa: E402
     GammaPrior,
     GaussianKernel,

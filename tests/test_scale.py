@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from sparsebayes.inference import fit, predict
-from sparsebayes.inference import statistics as st
 from sparsebayes.inference.numerics import gram_log_evidence, log_evidence
-from sparsebayes.inference.sequential import GramProducts, SequentialSparseBayes
+from sparsebayes.inference.rvm import statistics as st
+from sparsebayes.inference.rvm.sequential import GramProducts, SequentialSparseBayes
 from sparsebayes.models import (
     Basis,
     CallableKernel,
@@ -204,7 +204,7 @@ def test_memory_guard_names_the_size_and_the_way_out(monkeypatch):
 def test_vrvm_on_the_statistics_of_a_dictionary_equals_vrvm_on_its_design():
     """VRVM with a dictionary runs on chunked statistics; the same dictionary's design
     through the design path (vrvm on Phi) gives the same bound and posterior."""
-    from sparsebayes.inference.vrvm import vrvm
+    from sparsebayes.inference.rvm.vrvm import vrvm
     from sparsebayes.models import GammaPrior
 
     X, t = _data(400)

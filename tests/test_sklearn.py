@@ -31,7 +31,7 @@ from sklearn.svm import SVC, SVR
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from threadpoolctl import threadpool_limits
 
-from sparsebayes.inference import FIT_METHODS, RVC, RVR, fit, predict
+from sparsebayes.inference import RVC, RVR, fit, predict
 from sparsebayes.inference.results import basis_from_posterior
 from sparsebayes.inference.sklearn import width_bounds
 from sparsebayes.models import (
@@ -295,11 +295,6 @@ def test_evidence_mackay_posterior_at_the_evidence_width():
     np.testing.assert_allclose(mk.predict(X), predict(ref, X).mean, rtol=1e-10)
 
 
-def _registered(method, kind="regression"):
-    if method not in FIT_METHODS[kind]:
-        pytest.skip(f"fit method {method!r} is not registered in FIT_METHODS[{kind!r}] yet")
-
-
 def mixture_moments(post, X):
     """Predictive mean and variance of the mixture over the posterior draws, by hand."""
     basis, cols = basis_from_posterior(post)
@@ -320,7 +315,6 @@ def mixture_moments(post, X):
 def test_rvr_other_posteriors_are_the_library_fit(method, options):
     """posterior= is fit(problem, method): same posterior as the library's (same seed), and
     predictions from it (Gaussian eqs. 21-22 for VRVM, the mixture over draws otherwise)."""
-    _registered(method)
     X, y = sinc_data(n=30, seed=6)
     reg = RVR(width=3.0, posterior=method, fit_options=options, random_state=1).fit(X, y)
     assert reg.posterior_.attrs["method"] == method
@@ -345,7 +339,6 @@ def test_rvr_other_posteriors_are_the_library_fit(method, options):
 
 @pytest.mark.slow
 def test_rvc_advi_posterior_probabilities_average_the_draws():
-    _registered("advi", "classification")
     X, y = blob_data(n=40, seed=2)
     options = {"learning_rate": 1e-3}  # the default 1e-2 diverges (NaN) on these data
     clf = RVC(width=1.5, posterior="advi", fit_options=options, random_state=1).fit(X, y)
@@ -652,7 +645,7 @@ def test_width_far_below_the_input_spacing_warns_at_the_users_line():
     fit is as degenerate as described; on standardised features (median spacing 2.1) a
     width of 5 fits silently (warnings are errors here) and well. The spacing itself is
     checked against scikit-learn's NearestNeighbors."""
-    from sparsebayes.inference.evidence import NARROW_SPACING, median_nn_distance
+    from sparsebayes.inference.rvm.evidence import NARROW_SPACING, median_nn_distance
 
     X, y = load_breast_cancer(return_X_y=True)
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)

@@ -6,7 +6,7 @@ import xarray as xr
 from scipy import integrate, stats
 
 from sparsebayes.inference import fit, predict
-from sparsebayes.inference.vrvm import vrvm, vrvm_bound
+from sparsebayes.inference.rvm.vrvm import vrvm, vrvm_bound
 from sparsebayes.models import GammaPrior, GaussianKernel, RVMRegression
 
 

@@ -12,8 +12,8 @@ from scipy import integrate, stats
 from scipy.special import expit, log_expit, log_softmax, logsumexp, softmax
 
 from sparsebayes.inference import fit, predict
-from sparsebayes.inference.laplace import laplace_posterior
-from sparsebayes.inference.vrvm_classification import (
+from sparsebayes.inference.rvm.laplace import laplace_posterior
+from sparsebayes.inference.rvm.vrvm_classification import (
     _Bohning,
     _check_bound,
     _JaakkolaJordan,
@@ -162,8 +162,8 @@ def test_fixed_alpha_posterior_closed_form_and_bound_below_exact_evidence(alpha)
     assert exact - bound < 0.5
     assert abs(bound - lap.log_evidence) < 0.5
     # the same bound through the fit's machinery: the Gaussian surrogate's evidence
-    from sparsebayes.inference.evidence import log_evidence
-    from sparsebayes.inference.vrvm_classification import surrogate_log_evidence
+    from sparsebayes.inference.rvm.evidence import log_evidence
+    from sparsebayes.inference.rvm.vrvm_classification import surrogate_log_evidence
 
     z, b, c0 = _JaakkolaJordan(t).surrogate(xi)
     core = log_evidence(Phi * np.sqrt(b)[:, None], z * np.sqrt(b), alpha, 1.0) \
@@ -428,7 +428,7 @@ def test_proper_prior_fit_bound_never_decreases(name):
 def test_bouchard_bound_below_log_softmax():
     """Bouchard (2007): ``f_t - a - sum_k [JJ upper bound of ln(1 + exp(f_k - a))]`` is
     below ``ln softmax_t(f)`` for every f, a, xi (one point at a time)."""
-    from sparsebayes.inference.vrvm_classification import _Bouchard
+    from sparsebayes.inference.rvm.vrvm_classification import _Bouchard
 
     rng = np.random.default_rng(1)
     K = 4

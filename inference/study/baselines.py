@@ -160,11 +160,11 @@ def baseline_predictions(est, X, task: str):
     """What the metrics score: for regression a Gaussian
     :class:`~sparsebayes.inference.predictive.Predictive` when ``predict`` takes
     ``return_std`` (else the mean array); for classification a
-    :class:`~sparsebayes.inference.class_predictive.ClassPredictive` when the estimator has
+    :class:`~sparsebayes.inference.predictive.ClassPredictive` when the estimator has
     ``predict_proba`` (else the label array). Returns ``(prediction, probabilistic)``."""
     if task == REGRESSION:
         if "return_std" in inspect.signature(est.predict).parameters:
-            from sparsebayes.inference.predictive import Predictive
+            from sparsebayes.inference.predictive.regression import Predictive
 
             mean, std = est.predict(X, return_std=True)
             return Predictive(np.asarray(mean, float), np.asarray(std, float) ** 2,
@@ -174,7 +174,7 @@ def baseline_predictions(est, X, task: str):
         proba = est.predict_proba(X)  # SVC(probability=False) raises AttributeError
     except AttributeError:
         return np.asarray(est.predict(X)), False
-    from sparsebayes.inference.class_predictive import ClassPredictive
+    from sparsebayes.inference.predictive.classification import ClassPredictive
 
     # a probability of exactly 0 (a forest's vote) counts as the smallest float, as in
     # metrics.log_loss, so that one point cannot make the loss infinite

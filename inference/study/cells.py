@@ -107,7 +107,7 @@ def relevant_points(post) -> np.ndarray:
 
 def diagnostics(post) -> dict[str, float]:
     """Divergences, max R-hat and min bulk ESS of a sampled posterior: the numbers the fit
-    stored in its attrs (computed by :func:`sparsebayes.inference.pymc_fit.diagnose`, over
+    stored in its attrs (computed by :func:`sparsebayes.inference.rvm.pymc.diagnose`, over
     the sampled variables), so the table and the result agree; a posterior with sampler
     statistics but without those attrs is diagnosed by the same function."""
     attrs = post.attrs
@@ -115,7 +115,7 @@ def diagnostics(post) -> dict[str, float]:
         stats = post["sample_stats"] if "sample_stats" in post.children else None
         if stats is None or "diverging" not in stats:
             return {}
-        from sparsebayes.inference.pymc_fit import diagnose
+        from sparsebayes.inference.rvm.pymc import diagnose
 
         attrs = diagnose(post, warn=False)
     return {"divergences": int(attrs["n_divergent"]), "max_rhat": float(attrs["max_rhat"]),

@@ -28,9 +28,9 @@ from sparsebayes.models.pymc_models import (
     regression_model,
 )
 
+from ..numerics import check_positive_int, one_blas_thread, show_progress, warn_user
+from ..results import gaussian_log_likelihood, make_datatree, relevance_counts
 from .laplace import likelihood_for
-from .numerics import check_positive_int, one_blas_thread, show_progress, warn_user
-from .results import gaussian_log_likelihood, make_datatree, relevance_counts
 
 __all__ = [
     "SAMPLERS",

@@ -29,7 +29,7 @@ from scipy.special import expit, softmax
 from sparsebayes.models import GammaPrior, NumericalWarning
 
 from .numerics import check_positive_int, warn_user
-from .predictive import check_new_inputs
+from .predictive.regression import check_new_inputs
 from .results import basis_from_posterior
 
 __all__ = ["add_posterior_predictive", "add_predictions", "add_prior_predictive"]
@@ -51,11 +51,11 @@ def _replicates(post, kind: str, X: np.ndarray, rng: np.random.Generator,
     """One draw of ``t`` at ``X`` per posterior draw: (chain, draw, n). A GP regression with
     point hyperparameters gives ``gp.POINT_DRAWS`` draws."""
     if kind == "gp":
-        from .gp import POINT_DRAWS, target_replicates
+        from .gp.regression import POINT_DRAWS, target_replicates
 
         return target_replicates(post, X, rng, POINT_DRAWS)
     if kind == "gp_classification":
-        from .gp_classification import class_replicates
+        from .gp.classification import class_replicates
 
         return class_replicates(post, None if training else X, rng)
     basis, columns = basis_from_posterior(post)

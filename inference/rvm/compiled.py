@@ -1,6 +1,6 @@
 """Compiled (numba, ``cache=True``) inner loops of the sequential algorithm and the Laplace
 mode: the per-candidate formulas of TF03 eqs. (18)-(21) live here ONCE, as scalar functions
-that :mod:`sparsebayes.inference.sequential` calls both from numpy (``basis_objective``,
+that :mod:`sparsebayes.inference.rvm.sequential` calls both from numpy (``basis_objective``,
 ``optimal_alpha``) and from the per-step kernel :func:`flat_proposals`.
 
 At the sizes of a sparse model (M ~ 100 candidates, a handful in the model) a step of the

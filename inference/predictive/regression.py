@@ -27,8 +27,8 @@ from scipy import special, stats
 
 from sparsebayes.models.problems import check_inputs, check_targets
 
-from .numerics import one_blas_thread, weight_posterior
-from .results import basis_from_posterior
+from ..numerics import one_blas_thread, weight_posterior
+from ..results import basis_from_posterior
 
 __all__ = [
     "Predictive",

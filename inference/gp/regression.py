@@ -21,14 +21,14 @@ from scipy import linalg, optimize
 from sparsebayes.models import ConvergenceWarning, NumericalWarning
 from sparsebayes.models.gp import GPRegression, se_ard_covariance
 
-from .numerics import check_positive_int, gaussian_draws, one_blas_thread, warn_user
-from .predictive import (
+from ..numerics import check_positive_int, gaussian_draws, one_blas_thread, warn_user
+from ..predictive.regression import (
     MixturePredictive,
     Predictive,
     check_new_inputs,
     draw_index,
 )
-from .results import gaussian_log_likelihood, pointwise_budget_ok
+from ..results import gaussian_log_likelihood, pointwise_budget_ok
 
 __all__ = [
     "log_marginal_likelihood",
@@ -386,7 +386,7 @@ def fit_nuts(problem: GPRegression, *, seed: int | None = None, sampler: str = "
     (:func:`~sparsebayes.models.gp.gp_model`, proper data-scaled priors); predictions then
     average the GP predictive over the draws (:func:`predict_gp`). ``progressbar`` as in
     :func:`~.pymc_fit.fit_nuts`."""
-    from . import pymc_fit
+    from ..rvm import pymc as pymc_fit
 
     if not isinstance(problem, GPRegression):
         raise TypeError(f"expected a GPRegression, got {type(problem).__name__}")

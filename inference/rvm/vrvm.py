@@ -17,15 +17,15 @@ from scipy.special import digamma, gammaln
 from sparsebayes.models import ConvergenceWarning, GammaPrior
 from sparsebayes.models.priors import resolve_prior
 
-from .evidence import check_basis
-from .numerics import gram_weight_posterior, one_blas_thread, warn_user
-from .results import (
+from ..numerics import gram_weight_posterior, one_blas_thread, warn_user
+from ..results import (
     draw_gaussian,
     gaussian_log_likelihood,
     make_datatree,
     pointwise_budget_ok,
     relevance_counts,
 )
+from .evidence import check_basis
 from .statistics import GramStatistics, gram_statistics
 
 __all__ = ["VRVMState", "vrvm", "vrvm_bound", "weight_bound_terms", "fit_vrvm", "gamma_entropy"]

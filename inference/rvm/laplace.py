@@ -7,7 +7,7 @@ T01 §3 eqs. (23)-(28), PRML §7.2.3, Tipping & Faul (2003) §2.2:
 * the Laplace log evidence (PRML 7.114)
   ``ln p(t|alpha) ~ ln p(t|w*) + 1/2 sum ln alpha - 1/2 w*^T A w* - 1/2 ln|H|``;
 * ``method="evidence"``: Tipping & Faul's sequential add / delete / re-estimate algorithm
-  (:class:`~sparsebayes.inference.sequential.SequentialSparseBayes`) run on the
+  (:class:`~sparsebayes.inference.rvm.sequential.SequentialSparseBayes`) run on the
   linearised targets ``t_hat = Phi w* + B^-1 (t - y)`` (T&F eq. 14; PRML 7.117 — Tipping's
   T01 eq. 27 as printed uses ``t``) with per-point precisions ``B``; runs of actions on one
   surrogate, each kept only if the Laplace evidence did not fall (:func:`_run_fast`);
@@ -21,9 +21,9 @@ Parameters are held as *pairs* (basis column, class): a binary (Bernoulli) model
 output (class 0 of the pair is the logit of ``classes[1]``); a softmax model has one logit
 per class. For the fast algorithm the softmax surrogate ``t_hat, B`` (B is a K x K block of
 rank K-1 per point) is handed to the one sequential algorithm as per-point blocks
-(:class:`~sparsebayes.inference.sequential.BlockProducts`) over the ``M K`` candidate pairs:
+(:class:`~sparsebayes.inference.rvm.sequential.BlockProducts`) over the ``M K`` candidate pairs:
 memory O(NM + NK^2), no (NK)-sized matrix. Its safeguards (alpha floor, tabu list, damped
-re-estimates) are the algorithm's :class:`~sparsebayes.inference.sequential.Policy`.
+re-estimates) are the algorithm's :class:`~sparsebayes.inference.rvm.sequential.Policy`.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ from scipy.special import expit, log_expit, logsumexp, softmax
 from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning
 from sparsebayes.models.kernels import GaussianKernel, sq_distances
 
+from ..numerics import cholesky, one_blas_thread, warn_user
+from ..results import draw_gaussian, make_datatree, pointwise_budget_ok, relevance_counts
 from . import compiled
-from .numerics import cholesky, one_blas_thread, warn_user
-from .results import draw_gaussian, make_datatree, pointwise_budget_ok, relevance_counts
 from .sequential import BlockProducts, DenseProducts, Policy, SequentialSparseBayes
 from .statistics import check_memory
 

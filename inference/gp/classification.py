@@ -24,9 +24,9 @@ from sparsebayes.models import ConvergenceWarning, GPClassification
 from sparsebayes.models.gp import se_ard_covariance
 from sparsebayes.models.kernels import sq_distances
 
-from .class_predictive import ClassPredictive
-from .numerics import check_positive_int, gaussian_draws, one_blas_thread
-from .predictive import check_new_inputs
+from ..numerics import check_positive_int, gaussian_draws, one_blas_thread
+from ..predictive.classification import ClassPredictive
+from ..predictive.regression import check_new_inputs
 
 __all__ = ["laplace_mode", "log_marginal_likelihood", "fit_evidence", "predict_laplace"]
 
@@ -100,7 +100,7 @@ def log_marginal_likelihood(X, y, length_scale, signal_sd: float) -> float:
     K = se_ard_covariance(problem.X, None, np.broadcast_to(length_scale, (problem.n_features,)),
                           signal_sd)
     if problem.n_classes > 2:
-        from .gp_multiclass import softmax_laplace_mode
+        from .multiclass import softmax_laplace_mode
 
         return softmax_laplace_mode(K, problem.t, problem.n_classes)[0]
     return laplace_mode(K, problem.t.astype(float))[0]
@@ -182,7 +182,7 @@ def fit_evidence(problem: GPClassification, *, seed: int | None = None, restarts
     if not isinstance(problem, GPClassification):
         raise TypeError(f"expected a GPClassification, got {type(problem).__name__}")
     if problem.n_classes > 2:
-        from .gp_multiclass import fit_evidence_multiclass
+        from .multiclass import fit_evidence_multiclass
 
         return fit_evidence_multiclass(problem, seed=seed, restarts=restarts,
                                        max_iter=max_iter, draws=draws)
@@ -278,7 +278,7 @@ def class_replicates(post: xr.DataTree, X_new: np.ndarray | None, rng: np.random
         p = nuts_probability_draws(post, X_new, max_draws=shape[0] * shape[1])
         p = p.reshape(*shape, *p.shape[1:])
     elif multiclass:  # GPML Alg. 3.4's latent Gaussian, marginal per input
-        from .gp_multiclass import latent_moments_multiclass
+        from .multiclass import latent_moments_multiclass
 
         mean, cov = latent_moments_multiclass(post, X_new)
         vals, vecs = np.linalg.eigh(cov)
@@ -307,7 +307,7 @@ def predict_laplace(post: xr.DataTree, X_new) -> ClassPredictive:
     import json
 
     if len(json.loads(post.attrs["classes"])) > 2:
-        from .gp_multiclass import predict_laplace_multiclass
+        from .multiclass import predict_laplace_multiclass
 
         return predict_laplace_multiclass(post, X_new)
     return class_predictive(post, averaged_probability(*latent_moments(post, X_new)),
@@ -344,7 +344,7 @@ def predict_plugin(post: xr.DataTree, X_new) -> ClassPredictive:
     if classes.size > 2:
         from scipy.special import log_softmax
 
-        from .gp_multiclass import latent_moments_multiclass
+        from .multiclass import latent_moments_multiclass
 
         log_proba = log_softmax(latent_moments_multiclass(post, X_new)[0], axis=1)
     else:
@@ -368,7 +368,7 @@ def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int =
         raise TypeError(f"expected a GPClassification, got {type(problem).__name__}")
     import pymc as pm
 
-    from . import pymc_fit
+    from ..rvm import pymc as pymc_fit
 
     draws = check_positive_int("draws", draws)
     chains = check_positive_int("chains", chains)
@@ -444,7 +444,7 @@ def nuts_probability_draws(post: xr.DataTree, X_new, max_draws: int = 200) -> np
     """Per-draw ``E[p(y* = 1) | f, theta]`` at ``X_new``, shape (draws, n_new); for K > 2
     classes the per-draw averaged softmax, (draws, n_new, K), from 256 quasi-Monte Carlo
     points per draw (the average over draws then has far more)."""
-    from .gp_multiclass import averaged_softmax
+    from .multiclass import averaged_softmax
 
     X_new = check_new_inputs(post, X_new)
     X = post["constant_data"]["X"].values

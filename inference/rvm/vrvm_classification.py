@@ -42,6 +42,8 @@ from scipy.special import log_expit, logsumexp, softmax
 from sparsebayes.models import GammaPrior, NumericalWarning
 from sparsebayes.models.priors import resolve_prior
 
+from ..numerics import cholesky, one_blas_thread, warn_user
+from ..results import relevance_counts
 from .laplace import (
     ALPHA_MIN,
     ClassFit,
@@ -52,8 +54,6 @@ from .laplace import (
     pair_logits,
     warn_fit,
 )
-from .numerics import cholesky, one_blas_thread, warn_user
-from .results import relevance_counts
 from .sequential import DenseProducts, Policy, SequentialSparseBayes
 from .vrvm import LOG_2PI, weight_bound_terms
 

@@ -26,7 +26,7 @@ from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning
 from sparsebayes.models.basis import Basis, symmetric_kernel
 from sparsebayes.models.kernels import GaussianKernel, sq_distances
 
-from .numerics import (
+from ..numerics import (
     evidence_from_factor,
     gram_log_evidence,
     gram_weight_posterior,
@@ -35,7 +35,7 @@ from .numerics import (
     warn_user,
     weight_posterior,
 )
-from .results import draw_gaussian, gaussian_log_likelihood, make_datatree, pointwise_budget_ok
+from ..results import draw_gaussian, gaussian_log_likelihood, make_datatree, pointwise_budget_ok
 from .sequential import (
     ALIGNMENT_MAX,
     DenseProducts,
@@ -94,7 +94,7 @@ def _prior(problem) -> GammaPrior:
 class _Design:
     """The regression data as the design in memory (the classic RVM: a kernel at every
     training input), with the same interface as
-    :class:`~sparsebayes.inference.statistics.GramStatistics`."""
+    :class:`~sparsebayes.inference.rvm.statistics.GramStatistics`."""
 
     def __init__(self, basis: Basis, X: np.ndarray, t: np.ndarray) -> None:
         check_memory(8.0 * X.shape[0] * basis.n_columns,

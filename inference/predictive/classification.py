@@ -29,7 +29,7 @@ import numpy as np
 import xarray as xr
 from scipy.special import log_expit, log_softmax, logsumexp
 
-from .predictive import design
+from .regression import design
 
 __all__ = [
     "ClassPredictive",

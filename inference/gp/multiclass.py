@@ -36,9 +36,9 @@ from sparsebayes.models import ConvergenceWarning, GPClassification, NumericalWa
 from sparsebayes.models.gp import se_ard_covariance
 from sparsebayes.models.kernels import sq_distances
 
-from .class_predictive import ClassPredictive
-from .numerics import check_positive_int, gaussian_draws, warn_user
-from .predictive import check_new_inputs
+from ..numerics import check_positive_int, gaussian_draws, warn_user
+from ..predictive.classification import ClassPredictive
+from ..predictive.regression import check_new_inputs
 
 __all__ = ["softmax_laplace_mode", "laplace_covariance", "latent_moments_multiclass",
            "averaged_softmax", "fit_evidence_multiclass", "predict_laplace_multiclass"]
@@ -179,7 +179,7 @@ def fit_evidence_multiclass(problem: GPClassification, *, seed: int | None = Non
     hyperparameters and ``draws`` draws of the latent ``f`` (obs, class) from the Laplace
     Gaussian ``N(f_hat, (K^-1 + W)^-1)``; their pointwise log softmax likelihoods fill
     ``log_likelihood`` (so ``az.loo`` works)."""
-    from .gp_classification import classes_json, type2_ml
+    from .classification import classes_json, type2_ml
 
     restarts = check_positive_int("restarts", restarts)
     max_iter = check_positive_int("max_iter", max_iter)
@@ -308,6 +308,6 @@ def predict_laplace_multiclass(post: xr.DataTree, X_new) -> ClassPredictive:
             "their means, so the average favours the widest class, not the likeliest. The "
             "Laplace approximation is poor here: compare kind='plugin', fix signal_sd, or use "
             "RVMClassification", NumericalWarning)
-    from .gp_classification import class_predictive
+    from .classification import class_predictive
 
     return class_predictive(post, p, "laplace")

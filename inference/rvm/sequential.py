@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import linalg
 
+from ..numerics import LOG_2PI, cholesky
 from . import compiled
-from .numerics import LOG_2PI, cholesky
 
 __all__ = [
     "SequentialSparseBayes",
@@ -260,7 +260,7 @@ class DenseProducts:
 class GramProducts:
     """Regression's sufficient statistics (``B = beta I``): ``G = Phi^T Phi`` (M, M),
     ``Phit = Phi^T t``, ``tt = t^T t`` and ``n``; see
-    :func:`sparsebayes.inference.statistics.gram_statistics`. O(M^2) memory, whatever N."""
+    :func:`sparsebayes.inference.rvm.statistics.gram_statistics`. O(M^2) memory, whatever N."""
 
     def __init__(self, G: np.ndarray, Phit: np.ndarray, tt: float, n: int, beta: float) -> None:
         self.G, self.Phit, self.tt, self.n = G, Phit, float(tt), int(n)
