@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from sparsebayes.inference import fit
-from sparsebayes.inference.rvm.pymc import show_progress
+from sparsebayes.inference.numerics import show_progress
 from sparsebayes.models import GaussianKernel, RVMRegression, SamplingWarning
 
 

@@ -12,7 +12,8 @@ import pytest
 from scipy import integrate, stats
 
 from sparsebayes.inference import fit, predict
-from sparsebayes.inference.rvm.pymc import conditional_alpha, diagnose
+from sparsebayes.inference.rvm.pymc import conditional_alpha
+from sparsebayes.inference.samplers import diagnose
 from sparsebayes.models import (
     GammaPrior,
     GaussianKernel,

@@ -20,7 +20,8 @@ from scipy import stats  # noqa: E402
 
 from sparsebayes.inference import fit, predict  # noqa: E402
 from sparsebayes.inference.rvm.evidence import weight_posterior  # noqa: E402
-from sparsebayes.inference.rvm.pymc import conditional_weights, diagnose  # noqa: E402
+from sparsebayes.inference.rvm.pymc import conditional_weights  # noqa: E402
+from sparsebayes.inference.samplers import diagnose  # noqa: E402
 from sparsebayes.models import (  # noqa: E402
     GammaPrior,
     GaussianKernel,

@@ -24,7 +24,8 @@ from sparsebayes.models import ConvergenceWarning, GPClassification
 from sparsebayes.models.gp import se_ard_covariance
 from sparsebayes.models.kernels import sq_distances
 
-from ..numerics import check_positive_int, gaussian_draws, one_blas_thread
+from .. import samplers
+from ..numerics import check_positive_int, gaussian_draws, one_blas_thread, show_progress
 from ..predictive.classification import ClassPredictive
 from ..predictive.regression import check_new_inputs
 
@@ -363,17 +364,16 @@ def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int =
     Priors (inputs centred): ``length_scale_d ~ LogNormal(ln sd(x_d), 1)`` as for GP
     regression, and ``signal_sd ~ HalfNormal(2)`` (a logit sd of 2 spans probabilities
     0.02-0.98). ``f`` has dims (obs) for two classes, (obs, class) for more.
-    ``progressbar`` as in :func:`~.pymc_fit.fit_nuts`."""
+    ``progressbar`` as in :func:`~sparsebayes.inference.rvm.pymc.fit_nuts`."""
     if not isinstance(problem, GPClassification):
         raise TypeError(f"expected a GPClassification, got {type(problem).__name__}")
     import pymc as pm
 
-    from ..rvm import pymc as pymc_fit
 
     draws = check_positive_int("draws", draws)
     chains = check_positive_int("chains", chains)
-    tune = pymc_fit.check_tune(tune, "nutpie")
-    progressbar = pymc_fit.show_progress(progressbar)
+    tune = samplers.check_tune(tune, "nutpie")
+    progressbar = show_progress(progressbar)
     X, t = problem.X - problem.X.mean(axis=0), problem.t.astype(int)
     d, n_classes = problem.n_features, problem.n_classes
     _, _, _, log_scale = _layout(problem)
@@ -393,7 +393,7 @@ def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int =
                            observed=t_data)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
     with one_blas_thread():
-        post_ds, stats, t_compile, t_sample = pymc_fit.run_sampler(
+        post_ds, stats, t_compile, t_sample = samplers.run_sampler(
             model, "nutpie", draws=draws, tune=tune, chains=chains, cores=min(chains, 2),
             seed=seed_int, target_accept=float(target_accept),
             key=("gp_classification", n_classes, *X.shape), progressbar=progressbar)
@@ -423,7 +423,7 @@ def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int =
         "sampling_time": t_sample,
         "prior": "length_scale_d ~ LogNormal(ln sd(x_d), 1), signal_sd ~ HalfNormal(2)",
         "hyperparameters": "full posterior of hyperparameters and f by NUTS"})
-    diag = pymc_fit.diagnose(dt, ("length_scale", "signal_sd"), warn=warn)
+    diag = samplers.diagnose(dt, ("length_scale", "signal_sd"), warn=warn)
     dt.attrs.update(n_divergent=diag["n_divergent"], max_rhat=diag["max_rhat"],
                     converged=int(diag["ok"]))
     return dt

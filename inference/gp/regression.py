@@ -21,7 +21,8 @@ from scipy import linalg, optimize
 from sparsebayes.models import ConvergenceWarning, NumericalWarning
 from sparsebayes.models.gp import GPRegression, se_ard_covariance
 
-from ..numerics import check_positive_int, gaussian_draws, one_blas_thread, warn_user
+from .. import samplers
+from ..numerics import check_positive_int, gaussian_draws, one_blas_thread, show_progress, warn_user
 from ..predictive.regression import (
     MixturePredictive,
     Predictive,
@@ -385,16 +386,15 @@ def fit_nuts(problem: GPRegression, *, seed: int | None = None, sampler: str = "
     """Posterior of the hyperparameters by NUTS on the ``pm.gp.Marginal`` model
     (:func:`~sparsebayes.models.gp.gp_model`, proper data-scaled priors); predictions then
     average the GP predictive over the draws (:func:`predict_gp`). ``progressbar`` as in
-    :func:`~.pymc_fit.fit_nuts`."""
-    from ..rvm import pymc as pymc_fit
+    :func:`~sparsebayes.inference.rvm.pymc.fit_nuts`."""
 
     if not isinstance(problem, GPRegression):
         raise TypeError(f"expected a GPRegression, got {type(problem).__name__}")
     draws = check_positive_int("draws", draws)
     chains = check_positive_int("chains", chains)
-    if sampler not in pymc_fit.SAMPLERS:
-        raise ValueError(f"unknown sampler {sampler!r}; choose one of {pymc_fit.SAMPLERS}")
-    tune = pymc_fit.check_tune(tune, sampler)
+    if sampler not in samplers.SAMPLERS:
+        raise ValueError(f"unknown sampler {sampler!r}; choose one of {samplers.SAMPLERS}")
+    tune = samplers.check_tune(tune, sampler)
     if not (isinstance(target_accept, float | int) and 0 < target_accept < 1):
         raise ValueError(f"target_accept must lie in (0, 1), got {target_accept!r}")
     cores = min(chains, 2) if cores is None else check_positive_int("cores", cores)
@@ -405,10 +405,10 @@ def fit_nuts(problem: GPRegression, *, seed: int | None = None, sampler: str = "
     key = ("gp", *problem.X.shape, *free)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
     with one_blas_thread():
-        post_ds, stats, t_compile, t_sample = pymc_fit.run_sampler(
+        post_ds, stats, t_compile, t_sample = samplers.run_sampler(
             model, sampler, draws=draws, tune=tune, chains=chains, cores=cores,
             seed=seed_int, target_accept=float(target_accept), key=key,
-            progressbar=pymc_fit.show_progress(progressbar))
+            progressbar=show_progress(progressbar))
     shape = (chains, draws)
     d = problem.n_features
     post = {}
@@ -428,7 +428,7 @@ def fit_nuts(problem: GPRegression, *, seed: int | None = None, sampler: str = "
         "hyperparameters": "full posterior of the hyperparameters by NUTS",
     }
     dt = _gp_datatree(problem, post, attrs, sample_stats=stats, seed=seed)
-    diag = pymc_fit.diagnose(dt, tuple(free), warn=warn)
+    diag = samplers.diagnose(dt, tuple(free), warn=warn)
     dt.attrs.update(n_divergent=diag["n_divergent"], max_rhat=diag["max_rhat"],
                     min_ess_bulk=diag["min_ess_bulk"], min_ess_tail=diag["min_ess_tail"],
                     converged=int(diag["ok"]))

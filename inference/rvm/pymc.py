@@ -15,7 +15,6 @@ import contextlib
 import logging
 import sys
 import time
-from importlib.util import find_spec
 
 import numpy as np
 import xarray as xr
@@ -30,33 +29,19 @@ from sparsebayes.models.pymc_models import (
 
 from ..numerics import check_positive_int, one_blas_thread, show_progress, warn_user
 from ..results import gaussian_log_likelihood, make_datatree, relevance_counts
+from ..samplers import SAMPLERS, check_tune, diagnose, run_sampler
 from .laplace import likelihood_for
 
 __all__ = [
-    "SAMPLERS",
     "fit_nuts",
     "fit_advi",
     "fit_fullrank_advi",
     "conditional_weights",
     "mcmc_cost",
-    "normalise_sample_stats",
     "ElboConvergence",
-    "show_progress",
-    "check_tune",
 ]
 
-SAMPLERS = ("nutpie", "pymc", "numpyro", "blackjax")
-# sample-stat names of each sampler -> the common names (PyMC's)
-_STAT_NAMES = {
-    "depth": "tree_depth",
-    "logp": "lp",
-    "mean_tree_accept": "acceptance_rate",
-    "maxdepth_reached": "reached_max_treedepth",
-}
-KEEP_STATS = ("diverging", "tree_depth", "step_size", "energy", "lp", "n_steps",
-              "acceptance_rate", "reached_max_treedepth", "energy_error")
 FLOPS_PER_SECOND = 2e9  # one core, dense linear algebra on ~100 x 100 matrices
-_COMPILED: dict = {}  # nutpie models, reused for data of the same shapes
 
 
 # --------------------------------------------------------------------------------------------
@@ -75,17 +60,6 @@ def mcmc_cost(N: int, M: int, n_params: int, draws: int, tune: int, chains: int,
     flops = (2.0 * M**3 + 4.0 * N * M) if collapsed else 6.0 * N * n_params
     steps = float(chains) * (draws + tune) * steps_per_draw
     return steps * flops / FLOPS_PER_SECOND / max(1, min(chains, cores))
-
-
-def check_tune(tune, sampler: str) -> int:
-    """``tune`` as an int >= 0; nutpie needs at least one tuning step (its adaptation
-    asserts it: ``tune=0`` makes the Rust sampler panic)."""
-    tune = check_positive_int("tune", tune, allow_zero=True)
-    if sampler == "nutpie" and tune < 1:
-        raise ValueError("tune must be >= 1 with sampler='nutpie' (its step-size and mass "
-                         "matrix adaptation needs at least one tuning step; tune=0 makes it "
-                         "panic); give tune >= 1, or sampler='pymc' to sample without tuning")
-    return tune
 
 
 def _check_prior(problem, prior, method: str) -> GammaPrior:
@@ -206,21 +180,6 @@ def _gamma(Phi, posterior, problem) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-def normalise_sample_stats(ss: xr.Dataset) -> dict[str, np.ndarray]:
-    """Sample stats under one set of names for every sampler: ``diverging``, ``tree_depth``,
-    ``step_size``, ``energy``, ``lp``, ``n_steps``, ``acceptance_rate``,
-    ``reached_max_treedepth``, ``energy_error`` (nutpie's ``depth``, ``logp``,
-    ``mean_tree_accept``, ``maxdepth_reached`` are renamed)."""
-    out = {}
-    for name in ss.data_vars:
-        new = _STAT_NAMES.get(name, name)
-        if new in KEEP_STATS and ss[name].dims[:2] == ("chain", "draw"):
-            out[new] = np.asarray(ss[name].values)
-    if "diverging" in out:
-        out["diverging"] = out["diverging"].astype(bool)
-    return out
-
-
 _COLLAPSED_NOTE = {
     "regression": "; w is drawn from its exact conditional Gaussian N(mu, Sigma) given each "
                   "draw of alpha, beta (Rao-Blackwellised)",
@@ -264,100 +223,6 @@ def conditional_alpha(w: np.ndarray, prior: GammaPrior, rng: np.random.Generator
     under ``w_i | alpha_i ~ N(0, 1/alpha_i)``, ``alpha_i ~ Gamma(a, b)`` (T01 eqs. 5-6;
     ``alpha`` is independent of ``t`` given ``w``)."""
     return rng.gamma(prior.a + 0.5, 1.0 / (prior.b + 0.5 * np.asarray(w) ** 2))
-
-
-def _compile_nutpie(model, key):
-    import nutpie
-
-    if key in _COMPILED:
-        compiled, first = _COMPILED[key]
-        known = {v.name for v in compiled.shared_var_keys}
-        data = {name: model[name].get_value() for name in _data_names(model)}
-        # nutpie's initial-point function reads the first model's shared variables: point
-        # them at this data too, or the chains start where the first data set's would
-        for name, value in data.items():
-            first[name].set_value(value)
-        return compiled.with_data(**{k: v for k, v in data.items() if k in known}), 0.0
-    start = time.perf_counter()
-    compiled = nutpie.compile_pymc_model(model)
-    elapsed = time.perf_counter() - start
-    _COMPILED[key] = (compiled, model)
-    return compiled, elapsed
-
-
-def _data_names(model) -> list[str]:
-    return [v.name for v in model.data_vars]
-
-
-def run_sampler(model, sampler, *, draws, tune, chains, cores, seed, target_accept, key,
-                adaptation="diag", progressbar: bool = False):
-    """Sample and return (posterior Dataset, normalised stats, compile s, sampling s)."""
-    import pymc as pm
-
-    if sampler == "nutpie":
-        import nutpie
-
-        compiled, t_compile = _compile_nutpie(model, key)
-        start = time.perf_counter()
-        tr = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, cores=cores,
-                           seed=seed, target_accept=target_accept, progress_bar=progressbar,
-                           save_warmup=False, adaptation=adaptation)
-        t_sample = time.perf_counter() - start
-    else:
-        if sampler in ("numpyro", "blackjax"):
-            missing = [m for m in ("jax", sampler) if find_spec(m) is None]
-            if missing:
-                raise ImportError(
-                    f"sampler={sampler!r} needs {' and '.join(missing)}: install the optional "
-                    "extra with `pip install sparsebayes[jax]` (JAX samplers pay off on a "
-                    "GPU), or use sampler='nutpie' / 'pymc'")
-        start = time.perf_counter()
-        tr = pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, random_seed=seed,
-                       nuts_sampler=sampler, target_accept=target_accept, model=model,
-                       progressbar=progressbar, compute_convergence_checks=False,
-                       quiet=not progressbar)
-        t_sample = time.perf_counter() - start
-        t_compile = float("nan")  # PyMC compiles inside pm.sample
-    return tr["posterior"].to_dataset(), normalise_sample_stats(
-        tr["sample_stats"].to_dataset()), t_compile, t_sample
-
-
-def diagnose(post: xr.DataTree, var_names=("alpha", "beta", "w"), *, warn: bool = True,
-             max_rhat: float = 1.01, min_ess_per_chain: float = 100.0) -> dict[str, float]:
-    """Divergences, max R-hat and min bulk / tail ESS over ``var_names`` (rank-normalised,
-    Vehtari et al. 2021, via arviz_stats); a :class:`SamplingWarning` naming every problem
-    when ``warn``. ESS is judged against ``min_ess_per_chain`` x chains (ArviZ's advice)."""
-    import arviz_stats as azs
-
-    ds = post["posterior"].to_dataset()
-    names = [v for v in var_names if v in ds and ds[v].std() > 0]
-    sub = ds[names]
-    chains = ds.sizes["chain"]
-    rhat = azs.rhat(sub)
-    bulk = azs.ess(sub, method="bulk")
-    tail = azs.ess(sub, method="tail")
-    out = {
-        "n_divergent": int(post["sample_stats"]["diverging"].sum())
-        if "sample_stats" in post.children and "diverging" in post["sample_stats"] else 0,
-        "max_rhat": float(max(float(rhat[v].max()) for v in names)),
-        "min_ess_bulk": float(min(float(bulk[v].min()) for v in names)),
-        "min_ess_tail": float(min(float(tail[v].min()) for v in names)),
-    }
-    problems = []
-    if out["n_divergent"]:
-        problems.append(f"{out['n_divergent']} divergent transitions (the sampler missed "
-                        "regions of high curvature; try target_accept=0.95 or more)")
-    if not out["max_rhat"] <= max_rhat:
-        problems.append(f"max R-hat {out['max_rhat']:.3f} > {max_rhat} (chains disagree)")
-    need = min_ess_per_chain * chains
-    for kind in ("bulk", "tail"):
-        if not out[f"min_ess_{kind}"] >= need:
-            problems.append(f"min {kind} ESS {out[f'min_ess_{kind}']:.0f} < {need:.0f}")
-    out["ok"] = not problems
-    if problems and warn:
-        warn_user("NUTS diagnostics look bad: " + "; ".join(problems) + ". Run more draws or "
-              "chains before trusting the posterior.", SamplingWarning)
-    return out
 
 
 def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws: int = 1000,

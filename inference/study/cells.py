@@ -115,7 +115,7 @@ def diagnostics(post) -> dict[str, float]:
         stats = post["sample_stats"] if "sample_stats" in post.children else None
         if stats is None or "diverging" not in stats:
             return {}
-        from sparsebayes.inference.rvm.pymc import diagnose
+        from sparsebayes.inference.samplers import diagnose
 
         attrs = diagnose(post, warn=False)
     return {"divergences": int(attrs["n_divergent"]), "max_rhat": float(attrs["max_rhat"]),
