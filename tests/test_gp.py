@@ -81,8 +81,8 @@ def test_closed_form_equals_pymc_marginal_model():
         theta = np.log(np.concatenate([ls, [sf, sn]]))
         value, grad = f(theta)
         lml, g = _lml_and_grad(theta, Xc, t)
-        assert -value == pytest.approx(lml, abs=1e-9)
-        np.testing.assert_allclose(-grad, g, rtol=1e-9, atol=1e-9)
+        assert value == pytest.approx(lml, abs=1e-9)
+        np.testing.assert_allclose(grad, g, rtol=1e-9, atol=1e-9)
         point = {"length_scale": ls, "signal_sd": sf, "noise_sd": sn}
         mu, var = gp.predict(Xn, point=point, diag=True, pred_noise=True, jitter=0.0,
                              model=model)

@@ -8,12 +8,12 @@ from scipy import optimize
 from scipy.special import logsumexp, softmax
 
 from sparsebayes.inference import fit, predict
-from sparsebayes.inference.gp.classification import log_marginal_likelihood
-from sparsebayes.inference.gp.multiclass import (
-    _lml_and_grad,
+from sparsebayes.inference.gp.classification import (
+    _softmax_lml_and_grad,
     averaged_softmax,
     laplace_covariance,
     latent_moments_multiclass,
+    log_marginal_likelihood,
     softmax_laplace_mode,
 )
 from sparsebayes.models import GPClassification
@@ -77,13 +77,13 @@ def test_analytic_gradient_equals_central_finite_differences():
         X, codes = _problem(20, seed=seed)
         X = X - X.mean(0)
         th = np.log(theta)
-        _, grad, _ = _lml_and_grad(th, X, codes, 3)
+        _, grad, _ = _softmax_lml_and_grad(th, X, codes, 3)
         fd = np.empty(3)
         for j in range(3):
             h = np.zeros(3)
             h[j] = 1e-5
-            fd[j] = (_lml_and_grad(th + h, X, codes, 3)[0]
-                     - _lml_and_grad(th - h, X, codes, 3)[0]) / 2e-5
+            fd[j] = (_softmax_lml_and_grad(th + h, X, codes, 3)[0]
+                     - _softmax_lml_and_grad(th - h, X, codes, 3)[0]) / 2e-5
         np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-7)
 
 

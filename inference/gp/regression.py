@@ -16,7 +16,7 @@ import time
 import arviz_base as azb
 import numpy as np
 import xarray as xr
-from scipy import linalg, optimize
+from scipy import linalg
 
 from sparsebayes.models import ConvergenceWarning, NumericalWarning
 from sparsebayes.models.gp import GPRegression, se_ard_covariance
@@ -30,6 +30,7 @@ from ..predictive.regression import (
     draw_index,
 )
 from ..results import gaussian_log_likelihood, pointwise_budget_ok
+from . import type2
 
 __all__ = [
     "log_marginal_likelihood",
@@ -47,7 +48,6 @@ SIGNAL_BOUNDS = (1e-3, 1e3)
 NOISE_BOUNDS = (1e-4, 1e2)
 FTOL, GTOL = 1e-12, 1e-6  # L-BFGS-B stopping: scipy's defaults stop ~1e-5 short in lml
 POINT_DRAWS = 1000  # latent draws behind the log_likelihood of point hyperparameters
-FAILED = 1e20  # objective value where the covariance is not numerically positive definite
 
 
 def _split(theta: np.ndarray, d: int) -> tuple[np.ndarray, float, float]:
@@ -209,22 +209,8 @@ def _starts(problem: GPRegression, restarts: int, rng: np.random.Generator) -> n
     return np.array(out)
 
 
-def _numpy_objective(problem: GPRegression):
-    Xc = problem.X - problem.X.mean(axis=0)
-    t = problem.t
-
-    def f(theta):
-        try:
-            lml, g = _lml_and_grad(theta, Xc, t)
-        except linalg.LinAlgError:
-            return FAILED, np.zeros_like(theta)
-        return -lml, -g
-
-    return f
-
-
 def pytensor_objective(problem: GPRegression):
-    """``theta -> (-lml, -gradient)`` compiled by PyTensor from the ``pm.gp.Marginal`` model
+    """``theta -> (lml, gradient)`` compiled by PyTensor from the ``pm.gp.Marginal`` model
     (:func:`~sparsebayes.models.gp.gp_model`, no jitter), on the same full log-parameter
     vector as the closed form. Only the observed term (the marginal likelihood) is used:
     the priors and Jacobians of the sampling model are left out."""
@@ -240,17 +226,17 @@ def pytensor_objective(problem: GPRegression):
              "noise_sd_log__": theta[d + 1]}
     replace = {value_vars[k]: (v if value_vars[k].ndim else v.reshape(()))
                for k, v in parts.items() if k in value_vars}
-    nlml = -pytensor.graph.graph_replace(logp, replace)
-    fn = pytensor.function([theta], [nlml, pt.grad(nlml, theta, disconnected_inputs="ignore")],
+    lml = pytensor.graph.graph_replace(logp, replace)
+    fn = pytensor.function([theta], [lml, pt.grad(lml, theta, disconnected_inputs="ignore")],
                            on_unused_input="ignore")
 
     def f(theta_value):
         try:
             value, g = fn(np.asarray(theta_value, dtype=float))
-        except Exception:  # Cholesky failure inside the graph
-            return FAILED, np.zeros_like(theta_value)
+        except Exception as err:  # Cholesky failure inside the graph
+            raise linalg.LinAlgError(str(err)) from err
         if not np.isfinite(value):
-            return FAILED, np.zeros_like(theta_value)
+            raise linalg.LinAlgError("the GP covariance is not positive definite")
         return float(value), np.asarray(g, dtype=float)
 
     return f
@@ -258,30 +244,14 @@ def pytensor_objective(problem: GPRegression):
 
 def _optimise(problem: GPRegression, *, seed, restarts: int, max_iter: int, backend: str):
     fixed, lo, hi, _ = _layout(problem)
-    free = np.isnan(fixed)
-    objective = (_numpy_objective if backend == "numpy" else pytensor_objective)(problem)
-    rng = np.random.default_rng(seed)
-    runs = []
-    if not free.any():
-        value, _ = objective(fixed)
-        return fixed, [(-value, True, 0)]
-    for start in _starts(problem, restarts, rng):
-        full = fixed.copy()
-
-        def f(x, full=full):
-            full[free] = x
-            value, g = objective(full)
-            return value, g[free]
-
-        x0 = np.clip(start[free], lo[free], hi[free])
-        res = optimize.minimize(f, x0, jac=True, method="L-BFGS-B",
-                                bounds=list(zip(lo[free], hi[free], strict=True)),
-                                options={"maxiter": max_iter, "ftol": FTOL, "gtol": GTOL})
-        theta = fixed.copy()
-        theta[free] = res.x
-        runs.append((theta, -float(res.fun), bool(res.success), int(res.nit)))
-    best = max(runs, key=lambda r: r[1])
-    return best[0], [r[1:] for r in runs]
+    if backend == "numpy":
+        Xc = problem.X - problem.X.mean(axis=0)
+        objective = lambda theta: _lml_and_grad(theta, Xc, problem.t)
+    else:
+        objective = pytensor_objective(problem)
+    starts = _starts(problem, restarts, np.random.default_rng(seed))
+    return type2.maximise(lambda: objective, fixed, lo, hi, starts, max_iter=max_iter,
+                          ftol=FTOL, gtol=GTOL)
 
 
 def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
@@ -345,10 +315,10 @@ def fit_evidence(problem: GPRegression, *, seed: int | None = None, restarts: in
     with one_blas_thread():
         theta, runs = _optimise(problem, seed=seed, restarts=restarts, max_iter=max_iter,
                                 backend=backend)
-    lmls = np.array([r[0] for r in runs])
-    if not np.isfinite(lmls).any() or np.max(lmls) <= -FAILED / 2:
+    lmls = np.array([r[1] for r in runs])
+    if not np.isfinite(lmls).any() or np.max(lmls) <= -type2.FAILED / 2:
         raise linalg.LinAlgError("the GP covariance was not positive definite at any start")
-    converged = any(r[1] for r in runs)
+    converged = any(r[2] for r in runs)
     if not converged:
         warn_user(f"type-II ML did not converge from any of {len(runs)} starts in "
                   f"max_iter={max_iter} L-BFGS-B iterations; the best iterate is kept "
@@ -370,7 +340,7 @@ def fit_evidence(problem: GPRegression, *, seed: int | None = None, restarts: in
         "log_marginal_likelihood": float(np.max(lmls)),
         "restart_log_marginal_likelihood": lmls,
         "converged": int(converged),
-        "n_iter": int(sum(r[2] for r in runs)),
+        "n_iter": int(sum(r[3] for r in runs)),
         "restarts": len(runs),
         "backend": backend,
         "optimise_seconds": time.perf_counter() - start,
