@@ -24,7 +24,7 @@ from .numerics import unknown_names
 from .predictive import classification as class_predictive
 from .predictive import regression as regression_predictive
 from .results import library_versions
-from .rvm import evidence, laplace, vrvm, vrvm_classification
+from .rvm import evidence, laplace, vrvm, vrvm_classification, widths
 from .rvm import pymc as rvm_pymc
 
 __all__ = ["fit", "predict", "fit_options", "FIT_METHODS", "PREDICT_KINDS"]
@@ -120,7 +120,7 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
         raise TypeError(unknown_names("option", bad, fit_options(kind, method),
                                       f"fit(..., {method!r}) of a {type(problem).__name__}"))
     if kind in ("regression", "classification"):
-        evidence.check_width(problem)  # a Gaussian width far off the inputs' scale, either way
+        widths.check_width(problem)  # a Gaussian width far off the inputs' scale, either way
     start = time.perf_counter()
     post = FIT_METHODS[kind][method](problem, seed=seed, **options)
     post.attrs.update(

@@ -44,8 +44,10 @@ import xarray as xr
 
 from sparsebayes.models import GammaPrior, NumericalWarning
 
+from .gp.regression import hyperparameter_draws
 from .numerics import LOG_2PI, one_blas_thread, show_progress, warn_user
-from .results import basis_from_posterior
+from .predictive.regression import beta_draws
+from .results import basis_from_posterior, flat_draws
 
 __all__ = ["loo", "loo_compare", "gaussian_loo_logpdf", "gp_loo_logpdf", "refit_loo_logpdf",
            "REFIT_SECONDS", "SAMPLED_METHODS", "POINT_METHODS"]
@@ -149,7 +151,7 @@ def training_problem(post: xr.DataTree, rows: np.ndarray | slice = slice(None)):
     t = post["observed_data"]["t"].values[rows]
     if post.attrs["problem_kind"] == "gp":
         ds = post["posterior"]
-        fixed = {k: np.asarray(ds[k].values).reshape(-1, *ds[k].shape[2:])[0]
+        fixed = {k: flat_draws(post, k)[0]
                  for k in post.attrs.get("fixed", "none").split(",") if k in ds}
         return GPRegression(X, t, **{k: v if v.ndim else float(v) for k, v in fixed.items()})
     basis, _ = basis_from_posterior(post)
@@ -226,17 +228,12 @@ def _hyperparameters(post):
     """Draws (S, ...) of the hyperparameters the Gaussian LOO needs: RVM ``(alpha, beta)``,
     GP ``(length_scale, signal_sd, noise_sd)``; type-II ML results give one draw."""
     if post.attrs["problem_kind"] == "gp":
-        from .gp.regression import _hyperparameter_draws
-
-        ls, sf, sn = _hyperparameter_draws(post)
+        ls, sf, sn = hyperparameter_draws(post)
         return (ls[:1], sf[:1], sn[:1]) if post.attrs["method"] == "evidence" else (ls, sf, sn)
     if "gaussian_posterior" in post.children:
         g = post["gaussian_posterior"]
         return g["alpha"].values[None], np.array([float(g["beta"])])
-    from .predictive.regression import _beta_draws
-
-    ds = post["posterior"]
-    return ds["alpha"].values.reshape(-1, ds.sizes["basis"]), _beta_draws(post)
+    return flat_draws(post, "alpha"), beta_draws(post)
 
 
 def _gaussian_loo(post) -> np.ndarray:

@@ -14,7 +14,7 @@ import numpy as np
 from scipy import linalg
 
 from sparsebayes.models import NumericalWarning
-from sparsebayes.models._warnings import warn_user
+from sparsebayes.models.exceptions import warn_user
 
 __all__ = [
     "LOG_2PI",
@@ -25,6 +25,7 @@ __all__ = [
     "gram_log_evidence",
     "evidence_from_factor",
     "one_blas_thread",
+    "covariance_root",
     "gaussian_draws",
     "check_positive_int",
     "unknown_names",
@@ -155,14 +156,20 @@ def unknown_names(what: str, names, valid, where: str) -> str:
     return f"{head} for {where}{hint} (valid: {', '.join(valid) or 'none'})"
 
 
-def gaussian_draws(mean: np.ndarray, cov: np.ndarray, size: int,
+def covariance_root(cov: np.ndarray) -> np.ndarray:
+    """A square root ``R`` of each covariance in ``cov`` (..., n, n), ``R R^T = cov``, from
+    its eigendecomposition (negative rounding-error eigenvalues clipped to 0), so singular
+    covariances (nearly pruned weights, a Laplace covariance of rank < n) are fine."""
+    vals, vecs = np.linalg.eigh(0.5 * (cov + np.swapaxes(cov, -1, -2)))
+    return vecs * np.sqrt(np.clip(vals, 0.0, None))[..., None, :]
+
+
+def gaussian_draws(mean: np.ndarray, cov: np.ndarray, shape: int | tuple[int, ...],
                    rng: np.random.Generator) -> np.ndarray:
-    """``size`` draws of ``N(mean, cov)``, shape (size, n), through the eigendecomposition
-    of ``cov`` (its negative rounding-error eigenvalues clipped to 0), so a singular
-    posterior covariance is fine."""
-    vals, vecs = np.linalg.eigh(0.5 * (cov + cov.T))
-    root = vecs * np.sqrt(np.clip(vals, 0.0, None))
-    return mean + rng.standard_normal((size, mean.size)) @ root.T
+    """Draws of ``N(mean, cov)`` with leading ``shape``: (*shape, n), through
+    :func:`covariance_root`."""
+    shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+    return mean + rng.standard_normal((*shape, mean.size)) @ covariance_root(cov).T
 
 
 def show_progress(progressbar: bool | None) -> bool:

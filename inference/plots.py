@@ -8,15 +8,9 @@ import numpy as np
 import xarray as xr
 
 from .compare import compare_posteriors
-from .results import basis_from_posterior
+from .results import basis_from_posterior, flat_draws
 
 __all__ = ["plot_posteriors"]
-
-
-def _draws(post: xr.DataTree, name: str) -> np.ndarray:
-    """(S, M[, K]) flat draws of ``name``."""
-    v = post["posterior"][name].values
-    return v.reshape(-1, *v.shape[2:])
 
 
 def _labels(post: xr.DataTree) -> list[str]:
@@ -64,7 +58,7 @@ def plot_posteriors(posteriors: Mapping[str, xr.DataTree], X=None, *, ci_prob: f
     # the bases to show: largest median |w| in any method
     size: dict[str, float] = {}
     for post in aligned.values():
-        med = np.median(np.abs(_draws(post, "w")), axis=0)
+        med = np.median(np.abs(flat_draws(post, "w")), axis=0)
         med = med.max(axis=1) if med.ndim == 2 else med
         for lab, m in zip(_labels(post), med):
             size[lab] = max(size.get(lab, 0.0), float(m))
@@ -78,7 +72,7 @@ def plot_posteriors(posteriors: Mapping[str, xr.DataTree], X=None, *, ci_prob: f
         labels = _labels(aligned[name])
         color = (colors or {}).get(name, f"C{k}")
         for ax, var, transform in ((axes[0], "w", None), (axes[1], "alpha", np.log10)):
-            d = _draws(aligned[name], var)
+            d = flat_draws(aligned[name], var)
             if d.ndim == 3:  # softmax: first class only
                 d = d[..., 0]
             if transform is not None:
@@ -96,11 +90,11 @@ def plot_posteriors(posteriors: Mapping[str, xr.DataTree], X=None, *, ci_prob: f
             order = np.argsort(X[:, 0])
             Xs = X[order]
             Phi = basis.design(Xs, columns=columns)
-            w = _draws(post, "w")
+            w = flat_draws(post, "w")
             rng = np.random.default_rng(0)
             take = rng.choice(w.shape[0], size=min(1000, w.shape[0]), replace=False)
             f = w[take] @ Phi.T
-            noise = _draws(post, "noise_sd")[take] if "noise_sd" in post["posterior"] else 0
+            noise = flat_draws(post, "noise_sd")[take] if "noise_sd" in post["posterior"] else 0
             tdraw = f + np.asarray(noise)[:, None] * rng.standard_normal(f.shape)
             lo, hi = np.percentile(tdraw, [lo_q, hi_q], axis=0)
             axes[2].fill_between(Xs[:, 0], lo, hi, color=color, alpha=0.2)

@@ -21,7 +21,7 @@ from xarray.indexes import PandasIndex
 
 from sparsebayes.models import Basis
 
-__all__ = ["make_datatree", "basis_from_posterior", "gaussian_log_likelihood", "draw_gaussian",
+__all__ = ["make_datatree", "basis_from_posterior", "flat_draws", "gaussian_log_likelihood",
            "pointwise_budget_ok", "relevance_counts"]
 
 POINTWISE_MAX = 25_000_000  # values (200 MB) of a log_likelihood group at most
@@ -33,14 +33,10 @@ def pointwise_budget_ok(chains: int, draws: int, n: int) -> bool:
     return chains * draws * n <= POINTWISE_MAX
 
 
-def draw_gaussian(mu: np.ndarray, Sigma: np.ndarray, shape: tuple[int, ...],
-                  rng: np.random.Generator) -> np.ndarray:
-    """Draws of N(mu, Sigma) with leading ``shape``, through a symmetric eigen square root
-    (robust to the semi-definite Sigma of nearly pruned weights)."""
-    vals, vecs = np.linalg.eigh((Sigma + Sigma.T) / 2)
-    root = vecs * np.sqrt(np.clip(vals, 0.0, None))
-    z = rng.standard_normal((*shape, mu.size))
-    return mu + z @ root.T
+def flat_draws(post: xr.DataTree, name: str) -> np.ndarray:
+    """The posterior draws of ``name`` with (chain, draw) flattened into one leading axis."""
+    v = post["posterior"][name].values
+    return v.reshape(-1, *v.shape[2:])
 
 
 def relevance_counts(basis: Basis, columns: np.ndarray, relevance=None) -> dict[str, int]:

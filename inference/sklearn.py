@@ -43,7 +43,8 @@ from sparsebayes.models import (
 from .api import PREDICT_KINDS, fit, predict
 from .predictive.classification import moderated_log_proba, samples_log_proba
 from .predictive.regression import gaussian_predictive, samples_predictive
-from .results import basis_from_posterior
+from .results import basis_from_posterior, flat_draws
+from .rvm.widths import estimator_width_range
 
 __all__ = ["RVR", "RVC"]
 
@@ -56,32 +57,6 @@ POSTERIORS = ("evidence", "evidence-mackay", "vrvm", "advi", "nuts")
 # --------------------------------------------------------------------------------------------
 
 
-def width_bounds(X: np.ndarray) -> tuple[float, float]:
-    """Lower bound and start of the evidence search over the Gaussian width (``width=None``).
-
-    * start ``r0 = sqrt(sum_k var(x_k))``: ``sqrt(n_features)`` on standardised inputs, where
-      ``E||x - x'||^2 = 2 r0^2`` and a typical basis value is ``exp(-2)``;
-    * lower bound ``r_min = 2 * median distance to the nearest distinct neighbour``, where a
-      basis function still has the value ``exp(-1/4)`` at the neighbouring input.
-
-    The bound matters: as the width shrinks below the spacing of the inputs, ``Phi`` tends to
-    ``[1, I]`` and the evidence tends to that of a model with one free variance per point,
-    which is larger than at any sensible width (the noise estimate then hits its floor and
-    every point becomes a relevance vector; seen on pure-noise data and on diabetes).
-    Returns ``(r_min, max(r0, r_min))``.
-    """
-    from sklearn.neighbors import NearestNeighbors
-
-    U = np.unique(X, axis=0)
-    r2 = float(np.sum(np.var(X, axis=0)))
-    r0 = float(np.sqrt(r2)) if np.isfinite(r2) and r2 > 0 else 1.0
-    if U.shape[0] < 2:
-        return r0, r0
-    dist = NearestNeighbors(n_neighbors=2).fit(U).kneighbors(U)[0][:, 1]
-    r_min = 2.0 * float(np.median(dist))
-    return r_min, max(r0, r_min)
-
-
 def _make_kernel(est, X: np.ndarray) -> tuple[Kernel, bool]:
     """The kernel named by ``est.kernel`` and whether its width is to be learned."""
     kernel, width = est.kernel, est.width
@@ -90,7 +65,7 @@ def _make_kernel(est, X: np.ndarray) -> tuple[Kernel, bool]:
             raise ValueError(f"kernel must be one of {KERNELS} or a callable, got {kernel!r}")
         if kernel == "rbf":
             if width is None:
-                return GaussianKernel(width_bounds(X)[1]), True
+                return GaussianKernel(estimator_width_range(X)[1]), True
             w = np.asarray(width, dtype=float) if not isinstance(width, str) else None
             if w is None or w.ndim > 1 or w.size == 0 or not np.all(np.isfinite(w)) \
                     or np.any(w <= 0):
@@ -163,12 +138,13 @@ def _call_fit(problem, method: str, seed: int | None, options: dict) -> xr.DataT
 
 def _learn_width(make_problem: Callable, X: np.ndarray, seed: int | None,
                  options: dict) -> xr.DataTree:
-    """Evidence fit with the Gaussian width learned from the start of :func:`width_bounds`.
+    """Evidence fit with the Gaussian width learned from the start of
+    :func:`~.rvm.widths.estimator_width_range`.
     If the optimum lies below the lower bound, the constrained optimum is taken to be on
     the bound (the evidence rises monotonically towards the degenerate small-width limit):
     the model is refitted there and ``posterior_.attrs["width_at_bound"]`` is 1. Warnings
     of the discarded fit are dropped, those of the returned fit are passed on."""
-    r_min, r0 = width_bounds(X)
+    r_min, r0 = estimator_width_range(X)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         post = _call_fit(make_problem(GaussianKernel(r0), True), "evidence", seed, options)
@@ -240,7 +216,7 @@ def _regression_predictive(post: xr.DataTree, Phi: np.ndarray):
     if "gaussian_posterior" in post.children:
         g = post["gaussian_posterior"]
         return gaussian_predictive(Phi, g["mu"].values, g["Sigma"].values, float(g["beta"]))
-    return samples_predictive(Phi, _flat(post, "w"), _flat(post, "beta"))
+    return samples_predictive(Phi, flat_draws(post, "w"), flat_draws(post, "beta"))
 
 
 def _class_log_proba(post: xr.DataTree, Phi: np.ndarray) -> np.ndarray:
@@ -249,12 +225,7 @@ def _class_log_proba(post: xr.DataTree, Phi: np.ndarray) -> np.ndarray:
     if "gaussian_posterior" in post.children:
         g = post["gaussian_posterior"]
         return moderated_log_proba(Phi, g["mu"].values, g["Sigma"].values)
-    return samples_log_proba(Phi, _flat(post, "w"))
-
-
-def _flat(post: xr.DataTree, name: str) -> np.ndarray:
-    v = post["posterior"][name].values
-    return v.reshape(-1, *v.shape[2:])
+    return samples_log_proba(Phi, flat_draws(post, "w"))
 
 
 class _RVMBase(BaseEstimator):
@@ -294,8 +265,9 @@ _PARAMS_DOC = """
         :class:`~sklearn.svm.SVC`). ``None``: maximise the evidence over the width too
         (Tipping 2001 §4.3), starting from ``sqrt(sum_k var(x_k))`` = ``sqrt(n_features)``
         on standardised inputs, and not below twice the median nearest-neighbour distance
-        (below it the evidence degenerates, see :func:`width_bounds`); for posteriors other
-        than "evidence" this type-II ML width is then held fixed. The evidence tends to
+        (below it the evidence degenerates, see
+        :func:`~.rvm.widths.estimator_width_range`); for posteriors other than "evidence"
+        this type-II ML width is then held fixed. The evidence tends to
         prefer narrower widths than cross-validation does (diabetes, breast cancer): for the
         best predictions search ``width`` with ``GridSearchCV``. Standardise the inputs
         (``make_pipeline(StandardScaler(), RVC())``): the inputs are used as given, and one

@@ -1,8 +1,8 @@
 """sparsebayes.models: what is believed. Kernels, priors, problem descriptions, PyMC model
 builders and data sets. NumPy only at import time; PyMC is imported lazily."""
 
-from ._warnings import ConvergenceWarning, NumericalWarning, SamplingWarning, SparseBayesWarning
 from .basis import Basis
+from .exceptions import ConvergenceWarning, NumericalWarning, SamplingWarning, SparseBayesWarning
 from .gp import GPClassification, GPRegression
 from .kernels import (
     CallableKernel,

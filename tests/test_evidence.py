@@ -264,9 +264,9 @@ def test_width_gradient_matches_finite_differences():
     cols = np.array([0, 3, 8, 17, 25, 40, 41])
     alpha = np.linspace(0.5, 3.0, cols.size)
     x0 = np.log([2.0, 5.0])
-    _, grad = _width_objective(x0, problem.kernel, basis, X, t, cols, alpha, 50.0)
+    _, grad = _width_objective(x0, basis, X, t, cols, alpha, 50.0)
     num = optimize.approx_fprime(
-        x0, lambda v: _width_objective(v, problem.kernel, basis, X, t, cols, alpha, 50.0)[0],
+        x0, lambda v: _width_objective(v, basis, X, t, cols, alpha, 50.0)[0],
         1e-6)
     np.testing.assert_allclose(grad, num, rtol=1e-4, atol=1e-6)
 

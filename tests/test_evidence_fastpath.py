@@ -7,7 +7,8 @@ import pytest
 from scipy.spatial.distance import cdist
 
 from sparsebayes.inference import fit
-from sparsebayes.inference.rvm.evidence import SequentialSparseBayes, default_width_bounds
+from sparsebayes.inference.rvm.evidence import SequentialSparseBayes
+from sparsebayes.inference.rvm.widths import default_width_bounds
 from sparsebayes.models import GaussianKernel, NumericalWarning, RVMRegression
 
 

@@ -7,13 +7,14 @@ import pytest
 from scipy import integrate, optimize, stats
 
 from sparsebayes.inference import fit, predict
+from sparsebayes.inference.numerics import gaussian_draws
 from sparsebayes.inference.predictive.regression import (
     MixturePredictive,
     Predictive,
     predict_rvm_star,
     rvm_star_moments,
 )
-from sparsebayes.inference.results import draw_gaussian, gaussian_log_likelihood, make_datatree
+from sparsebayes.inference.results import gaussian_log_likelihood, make_datatree
 from sparsebayes.models import (
     GaussianKernel,
     LinearSplineKernel,
@@ -38,7 +39,7 @@ def hand_posterior(problem, columns, alpha, beta, *, seed=0, gaussian=True, draw
     Phi = basis.design(problem.X, columns=columns)
     mu, Sigma = posterior_eqs_12_13(Phi, problem.t, alpha, beta)
     rng = np.random.default_rng(seed)
-    w = draw_gaussian(mu, Sigma, (1, draws), rng) if w is None else w
+    w = gaussian_draws(mu, Sigma, (1, draws), rng) if w is None else w
     a = np.broadcast_to(alpha, (1, draws, alpha.size)) if alpha_draws is None else alpha_draws
     b = np.full((1, draws), beta) if beta_draws is None else beta_draws
     post = {"w": w, "alpha": np.array(a), "beta": b, "noise_sd": 1 / np.sqrt(b)}

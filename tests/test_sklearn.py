@@ -33,7 +33,7 @@ from threadpoolctl import threadpool_limits
 
 from sparsebayes.inference import RVC, RVR, fit, predict
 from sparsebayes.inference.results import basis_from_posterior
-from sparsebayes.inference.sklearn import width_bounds
+from sparsebayes.inference.rvm.widths import estimator_width_range
 from sparsebayes.models import (
     GaussianKernel,
     NumericalWarning,
@@ -135,7 +135,7 @@ def test_rvr_learned_width_is_the_library_evidence_optimum():
     sinc (signal) the optimum is inside the bound, so nothing else is done."""
     X, y = sinc_data(n=80, seed=1)
     reg = RVR().fit(X, y)
-    r_min, r0 = width_bounds(X)
+    r_min, r0 = estimator_width_range(X)
     post = fit(RVMRegression(X, y, kernel=GaussianKernel(r0), learn_width=True), "evidence")
     assert reg.posterior_.attrs["width_at_bound"] == 0
     assert reg.width_ == pytest.approx(float(post.attrs["width"][0]), rel=1e-12)
@@ -153,10 +153,10 @@ def test_width_bounds_on_a_grid():
     g = np.arange(6) * h
     X = np.array([(a, b) for a in g for b in g])
     X = np.vstack([X, X[:3]])
-    r_min, start = width_bounds(X)
+    r_min, start = estimator_width_range(X)
     assert r_min == pytest.approx(2 * h, rel=1e-12)
     assert start == pytest.approx(np.sqrt(np.var(X[:, 0]) + np.var(X[:, 1])), rel=1e-12)
-    assert width_bounds(np.ones((5, 2))) == (1.0, 1.0)
+    assert estimator_width_range(np.ones((5, 2))) == (1.0, 1.0)
 
 
 def test_width_bound_stops_the_degenerate_small_width_optimum():
@@ -166,7 +166,7 @@ def test_width_bound_stops_the_degenerate_small_width_optimum():
     sane noise estimate and few relevance vectors."""
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((60, 4)), rng.standard_normal(60)
-    r_min, r0 = width_bounds(X)
+    r_min, r0 = estimator_width_range(X)
     dist = NearestNeighbors(n_neighbors=2).fit(X).kneighbors(X)[0][:, 1]
     assert r_min == pytest.approx(2 * np.median(dist))
     with warnings.catch_warnings():
@@ -645,7 +645,7 @@ def test_width_far_below_the_input_spacing_warns_at_the_users_line():
     fit is as degenerate as described; on standardised features (median spacing 2.1) a
     width of 5 fits silently (warnings are errors here) and well. The spacing itself is
     checked against scikit-learn's NearestNeighbors."""
-    from sparsebayes.inference.rvm.evidence import NARROW_SPACING, median_nn_distance
+    from sparsebayes.inference.rvm.widths import NARROW_SPACING, median_nn_distance
 
     X, y = load_breast_cancer(return_X_y=True)
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)

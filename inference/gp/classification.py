@@ -48,7 +48,14 @@ from sparsebayes.models.gp import se_ard_covariance
 from sparsebayes.models.kernels import sq_distances
 
 from .. import samplers
-from ..numerics import check_positive_int, gaussian_draws, one_blas_thread, show_progress, warn_user
+from ..numerics import (
+    check_positive_int,
+    covariance_root,
+    gaussian_draws,
+    one_blas_thread,
+    show_progress,
+    warn_user,
+)
 from ..predictive.classification import ClassPredictive
 from ..predictive.regression import check_new_inputs
 from . import type2
@@ -292,8 +299,7 @@ def class_replicates(post: xr.DataTree, X_new: np.ndarray | None, rng: np.random
     elif multiclass:  # GPML Alg. 3.4's latent Gaussian, marginal per input
 
         mean, cov = latent_moments_multiclass(post, X_new)
-        vals, vecs = np.linalg.eigh(cov)
-        root = vecs * np.sqrt(np.clip(vals, 0.0, None))[:, None, :]
+        root = covariance_root(cov)
         p = softmax(mean + np.einsum("mab,cdmb->cdma", root,
                                      rng.standard_normal((*shape, *mean.shape))), axis=-1)
     else:
@@ -714,8 +720,7 @@ def averaged_softmax(mean: np.ndarray, cov: np.ndarray, samples: int = MC_SAMPLE
     samples = check_positive_int("samples", samples)
     m, C = mean.shape
     z = _normal_points(samples, C, seed)
-    vals, vecs = np.linalg.eigh(0.5 * (cov + np.swapaxes(cov, 1, 2)))
-    root = vecs * np.sqrt(np.clip(vals, 0.0, None))[:, None, :]
+    root = covariance_root(cov)
     p, se = np.empty((m, C)), np.empty((m, C))
     chunk = max(1, 2**19 // (samples * C))
     for i in range(0, m, chunk):

@@ -129,7 +129,7 @@ def latent_draws(X, t, X_new, length_scale, signal_sd, noise_sd, per: int,
     return out
 
 
-def _hyperparameter_draws(post: xr.DataTree):
+def hyperparameter_draws(post: xr.DataTree):
     """(length_scale (S, d), signal_sd (S,), noise_sd (S,)) of a GP regression result."""
     ds = post["posterior"]
     d = post["constant_data"]["X"].shape[1]
@@ -144,7 +144,7 @@ def target_replicates(post: xr.DataTree, X_new: np.ndarray, rng: np.random.Gener
     replicates in one chain."""
     X = post["constant_data"]["X"].values
     t = post["observed_data"]["t"].values
-    ls, sf, sn = _hyperparameter_draws(post)
+    ls, sf, sn = hyperparameter_draws(post)
     per = draws if ls.shape[0] == 1 else 1
     f = latent_draws(X, t, X_new, ls, sf, sn, per, rng)
     out = f + sn[:, None, None] * rng.standard_normal(f.shape)
@@ -281,7 +281,7 @@ def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
         "default_predict_kind": "gp",
     })
     dt.attrs.update(attrs)
-    ls, sf, sn = _hyperparameter_draws(dt)
+    ls, sf, sn = hyperparameter_draws(dt)
     per = POINT_DRAWS if ls.shape[0] == 1 else 1
     shape = (1, per, n) if per > 1 else (*dt["posterior"]["signal_sd"].shape, n)
     if pointwise_budget_ok(shape[0], shape[1], n):

@@ -29,6 +29,7 @@ import numpy as np
 import xarray as xr
 from scipy.special import log_expit, log_softmax, logsumexp
 
+from ..results import flat_draws
 from .regression import design
 
 __all__ = [
@@ -188,8 +189,7 @@ def predict_samples(post: xr.DataTree, X_new, max_draws: int = 2000) -> ClassPre
     """Class probabilities averaged over (at most ``max_draws``, evenly thinned) posterior
     draws of ``w``: ``p = mean_s p(t | f(x; w_s))``."""
     Phi = _design(post, X_new)
-    w = post["posterior"]["w"].values
-    w = w.reshape(-1, *w.shape[2:])
+    w = flat_draws(post, "w")
     if w.shape[0] > max_draws:
         w = w[np.linspace(0, w.shape[0] - 1, max_draws).astype(int)]
     return ClassPredictive(samples_log_proba(Phi, w), _classes(post), "samples")

@@ -28,7 +28,7 @@ from scipy import special, stats
 from sparsebayes.models.problems import check_inputs, check_targets
 
 from ..numerics import one_blas_thread, weight_posterior
-from ..results import basis_from_posterior
+from ..results import basis_from_posterior, flat_draws
 
 __all__ = [
     "Predictive",
@@ -239,17 +239,12 @@ def draw_index(n_draws: int, max_draws: int | None) -> np.ndarray:
     return np.linspace(0, n_draws - 1, max_draws).round().astype(int)
 
 
-def _flat_draws(post: xr.DataTree, name: str) -> np.ndarray:
-    v = post["posterior"][name].values
-    return v.reshape(-1, *v.shape[2:])
-
-
-def _beta_draws(post: xr.DataTree) -> np.ndarray:
+def beta_draws(post: xr.DataTree) -> np.ndarray:
     ds = post["posterior"]
     if "beta" in ds:
-        return _flat_draws(post, "beta")
+        return flat_draws(post, "beta")
     if "noise_sd" in ds:
-        return 1.0 / _flat_draws(post, "noise_sd") ** 2
+        return 1.0 / flat_draws(post, "noise_sd") ** 2
     raise ValueError("the posterior has neither beta nor noise_sd draws")
 
 
@@ -259,7 +254,7 @@ def predict_samples(post: xr.DataTree, X_new, max_draws: int | None = 2000
     ``mean_s N(y | phi(x)^T w_s, 1/beta_s)`` over (at most ``max_draws``, evenly thinned)
     posterior draws of ``(w, beta)``."""
     _regression_posterior(post, "samples")
-    w, beta = _flat_draws(post, "w"), _beta_draws(post)
+    w, beta = flat_draws(post, "w"), beta_draws(post)
     keep = draw_index(w.shape[0], max_draws)
     return samples_predictive(design(post, X_new), w[keep], beta[keep])
 
@@ -344,7 +339,7 @@ def predict_rvm_star(post: xr.DataTree, X_new, alpha_star: float | None = None, 
     Phi = basis.design(X, columns=columns)
     if use_draws:
 
-        alpha, beta = _flat_draws(post, "alpha"), _beta_draws(post)
+        alpha, beta = flat_draws(post, "alpha"), beta_draws(post)
         keep = draw_index(alpha.shape[0], max_draws)
         moments = [weight_posterior(Phi, t, alpha[s], float(beta[s]))[:2] + (float(beta[s]),)
                    for s in keep]

@@ -24,10 +24,11 @@ from scipy import optimize
 
 from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning
 from sparsebayes.models.basis import Basis, symmetric_kernel
-from sparsebayes.models.kernels import GaussianKernel, sq_distances
+from sparsebayes.models.kernels import GaussianKernel
 
 from ..numerics import (
     evidence_from_factor,
+    gaussian_draws,
     gram_log_evidence,
     gram_weight_posterior,
     log_evidence,
@@ -35,7 +36,7 @@ from ..numerics import (
     warn_user,
     weight_posterior,
 )
-from ..results import draw_gaussian, gaussian_log_likelihood, make_datatree, pointwise_budget_ok
+from ..results import gaussian_log_likelihood, make_datatree, pointwise_budget_ok
 from .sequential import (
     ALIGNMENT_MAX,
     DenseProducts,
@@ -45,6 +46,12 @@ from .sequential import (
     optimal_alpha,
 )
 from .statistics import check_memory, chunk_rows, gram_statistics
+from .widths import (
+    default_width_bounds,
+    eta_gradient,
+    log_width_gradient,
+    with_log_width,
+)
 
 __all__ = [
     "SequentialSparseBayes",
@@ -240,34 +247,20 @@ def _width_gradient(b: Basis, X, t, cols, mu, Sigma, beta: float) -> np.ndarray:
         Phi = b.design(Xc, columns=cols)
         D = beta * (np.outer(tc - Phi @ mu, mu[kern]) - Phi @ Sigma[:, kern])
         W = D * Phi[:, kern]
-        for dim in range(X.shape[1]):
-            sq = sq_distances(Xc[:, dim : dim + 1], C[:, dim : dim + 1])
-            grad_eta[dim] -= np.sum(W * sq)
+        grad_eta += eta_gradient(W, Xc, C)
     return grad_eta
 
 
-def _log_width_gradient(kernel: GaussianKernel, grad_eta: np.ndarray) -> np.ndarray:
-    """``dL/d ln r`` from ``dL/d eta`` (``eta = r^-2``); summed for an isotropic width."""
-    eta = np.asarray(kernel.eta, dtype=float) * np.ones(grad_eta.size)
-    g = -2 * eta * grad_eta
-    return g if kernel.is_ard else np.array([g.sum()])
-
-
-def _with_log_width(kernel: GaussianKernel, basis: Basis, log_width) -> Basis:
-    width = np.exp(log_width)
-    return basis.with_kernel(kernel.with_width(width if kernel.is_ard else float(width[0])))
-
-
-def _width_objective(log_width, kernel, basis, X, t, cols, alpha, beta):
+def _width_objective(log_width, basis, X, t, cols, alpha, beta):
     """Minus the evidence over log Gaussian widths at fixed alpha, beta, and its gradient
     (T01 App. C, :func:`_width_gradient`). Two passes over row chunks: the statistics of
     the columns in the model, then the gradient."""
-    b = _with_log_width(kernel, basis, log_width)
+    b = with_log_width(basis, log_width)
     stats = gram_statistics(b, X, t, columns=cols)
     mu, Sigma, L = gram_weight_posterior(stats.G, stats.Phit, alpha, beta)
     L_val = evidence_from_factor(stats.n, beta, alpha, L, stats.rss(np.arange(cols.size), mu),
                                  mu)
-    grad = _log_width_gradient(b.kernel, _width_gradient(b, X, t, cols, mu, Sigma, beta))
+    grad = log_width_gradient(b.kernel, _width_gradient(b, X, t, cols, mu, Sigma, beta))
     return -L_val, -grad
 
 
@@ -319,7 +312,7 @@ def _tied_objective(p, kernel, basis, X, t, cols, scale=None, width_grad=True):
     value = evidence_from_factor(stats.n, beta, alpha, L, rss, mu)
     g_w = np.zeros(X.shape[1])
     if width_grad:
-        g_w = _log_width_gradient(b.kernel, _width_gradient(b, X, t, cols, mu, Sigma, beta))
+        g_w = log_width_gradient(b.kernel, _width_gradient(b, X, t, cols, mu, Sigma, beta))
     e = 1.0 - alpha * (mu**2 + np.diag(Sigma))
     g_beta = 0.5 * (stats.n - beta * (rss + np.sum(Sigma * stats.G)) + e.sum())
     grad = np.concatenate([[g_w.sum()] if scale is not None else g_w,
@@ -423,65 +416,6 @@ def check_basis(problem) -> None:
                   "so at most one of each can become a relevance vector", NumericalWarning)
 
 
-WIDE_FACTOR = 100.0  # width > 100 x the input range: the columns are nearly constant
-NARROW_SPACING = 5.0  # median neighbour > 5 widths away: a basis is exp(-25) there
-NN_QUERIES = 500  # the nearest-neighbour spacing from at most this many rows
-
-
-def median_nn_distance(Z: np.ndarray, max_queries: int = NN_QUERIES) -> float | None:
-    """Median over (at most ``max_queries`` evenly spaced) distinct rows of ``Z`` of the
-    distance to the nearest other distinct row; ``None`` with fewer than two distinct rows.
-    Brute force (``sq_distances``), so also fast in many dimensions."""
-    U = np.unique(Z, axis=0)
-    if U.shape[0] < 2:
-        return None
-    rows = np.unique(np.linspace(0, U.shape[0] - 1, min(max_queries, U.shape[0])).astype(int))
-    D = sq_distances(U[rows], U)
-    D[np.arange(rows.size), rows] = np.inf
-    return float(np.sqrt(np.median(D.min(axis=1))))
-
-
-def check_width(problem) -> None:
-    """Warn when a fixed Gaussian width is far off the scale of the inputs (the centres,
-    with a dictionary), both ways a fit silently degenerates:
-
-    * far larger than the input range (> ``WIDE_FACTOR`` x in every dimension): the kernel
-      columns are nearly constant and collinear;
-    * far smaller than the spacing of the inputs: the median distance from an input to its
-      nearest neighbour, measured in widths (per dimension for ARD), exceeds
-      ``NARROW_SPACING``, where a basis function has fallen to ``exp(-25)`` of its peak. Then
-      ``Phi`` is ``[1, I]`` to machine precision: every basis function sees only its own
-      point and away from the training inputs the model predicts the bias alone (unscaled
-      inputs: raw breast cancer with width 0.5 is 32 widths apart and predicted one
-      probability for every point). Legitimate widths are near the spacing or above it
-      (the evidence's own lower bound, :func:`default_width_bounds`, is one spacing).
-    A learned width (``learn_width``) is not checked: the given one is only its start."""
-    kernel = problem.kernel
-    if not isinstance(kernel, GaussianKernel) or problem.learn_width:
-        return
-    X = problem.X if problem.centres is None else problem.centres
-    width = np.asarray(kernel.width, dtype=float)
-    extent = np.ptp(X, axis=0) * np.ones_like(np.atleast_1d(width))
-    if np.all(width > WIDE_FACTOR * np.maximum(extent, 1e-300)):
-        warn_user(f"kernel width {kernel.width} is far larger than the input range "
-                  f"{np.ptp(X, axis=0)}: the kernel columns are nearly constant and "
-                  "collinear", NumericalWarning)
-        return
-    spacing = median_nn_distance(X / width)
-    if spacing is not None and spacing > NARROW_SPACING:
-        what = "X" if problem.centres is None else "the centres"
-        raw = "" if width.ndim else f" ({spacing * float(width):.3g} in input units)"
-        warn_user(
-            f"kernel width {kernel.width} is far smaller than the spacing of {what}: the "
-            f"median distance from a point to its nearest neighbour is {spacing:.3g} "
-            f"widths{raw}, so each basis "
-            f"function is below exp(-{spacing**2:.0f}) at every other point and the model "
-            "predicts little more than the bias away from the training points. Standardise "
-            "the inputs (sklearn.preprocessing.StandardScaler) and use a width near the "
-            "nearest-neighbour spacing or larger, or learn it (learn_width=True; RVR/RVC: "
-            "width=None)", NumericalWarning)
-
-
 def _symmetric_block(basis: Basis, X: np.ndarray) -> tuple[int, int] | None:
     """Columns of the design whose N x N block is symmetric: a symmetric kernel
     (``k(x, c) = k(c, x)``) centred on exactly the training inputs."""
@@ -490,29 +424,6 @@ def _symmetric_block(basis: Basis, X: np.ndarray) -> tuple[int, int] | None:
             or not (C is X or np.array_equal(C, X))):
         return None
     return basis.kernel_offset, basis.kernel_offset + basis.n_kernel
-
-
-def default_width_bounds(X: np.ndarray, ard: bool = False) -> np.ndarray | None:
-    """Default search interval of a learned Gaussian width, shape (n_widths, 2), or None if
-    the inputs have fewer than two distinct points.
-
-    From the median distance of an input to its nearest distinct neighbour (narrower bases
-    each fit a single point: the degenerate limit of the evidence) to 100 times the extent
-    of the inputs (wider bases are nearly constant; cf. :func:`check_basis`). Isotropic: the
-    distances and the bounding-box diagonal in input space; ARD: per input dimension.
-    """
-    from scipy.spatial import cKDTree
-
-    cols = [X[:, [k]] for k in range(X.shape[1])] if ard else [X]
-    out = []
-    for Z in cols:
-        U = np.unique(Z, axis=0)
-        extent = float(np.sqrt(np.sum(np.ptp(Z, axis=0) ** 2)))
-        if U.shape[0] < 2 or not extent > 0:
-            return None
-        nn = cKDTree(U).query(U, k=2)[0][:, 1]
-        out.append((float(np.median(nn)), 100.0 * extent))
-    return np.array(out)
 
 
 def _log_width_bounds(width_bounds, X: np.ndarray, x0: np.ndarray) -> list[tuple[float, float]]:
@@ -582,7 +493,7 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
         log_bounds = _ard_log_bounds(width_bounds, X)
         beta = 1.0 / (problem.noise_sd**2 if not estimate_noise else 0.1 * np.var(t))
         log_width, cols, alpha, beta = _tied_start(problem, basis, log_bounds, beta)
-        basis = _with_log_width(basis.kernel, basis, log_width)
+        basis = with_log_width(basis, log_width)
         warm = (cols, alpha)
     for _outer in range(max_outer):
         data = _data(problem, basis)
@@ -621,10 +532,10 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
             log_bounds = _log_width_bounds(width_bounds, X, x0)
         res = optimize.minimize(
             _width_objective, x0, jac=True, method="L-BFGS-B",
-            args=(kernel, basis, X, t, active, alpha, beta),
+            args=(basis, X, t, active, alpha, beta),
             bounds=log_bounds, options={"maxiter": 20},
         )
-        basis = _with_log_width(kernel, basis, res.x)
+        basis = with_log_width(basis, res.x)
         trace.append(-float(res.fun))
         warm = (active, alpha)
         if np.max(np.abs(res.x - x0)) < 1e-4:
@@ -703,7 +614,7 @@ def _to_datatree(problem, sol: _Solution, *, method: str, seed, draws: int, chai
     if not isinstance(chains, int | np.integer) or chains <= 0:
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
     rng = np.random.default_rng(seed)
-    w = draw_gaussian(sol.mu, sol.Sigma, (chains, draws), rng)
+    w = gaussian_draws(sol.mu, sol.Sigma, (chains, draws), rng)
     loglik = None
     if pointwise_budget_ok(chains, draws, problem.t.shape[0]):
         Phi_act = sol.basis.design(np.asarray(problem.X), columns=sol.active)

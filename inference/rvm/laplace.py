@@ -36,13 +36,14 @@ from scipy import linalg, optimize
 from scipy.special import expit, log_expit, logsumexp, softmax
 
 from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning
-from sparsebayes.models.kernels import GaussianKernel, sq_distances
+from sparsebayes.models.kernels import GaussianKernel
 
-from ..numerics import cholesky, one_blas_thread, warn_user
-from ..results import draw_gaussian, make_datatree, pointwise_budget_ok, relevance_counts
+from ..numerics import cholesky, gaussian_draws, one_blas_thread, warn_user
+from ..results import make_datatree, pointwise_budget_ok, relevance_counts
 from . import compiled
 from .sequential import BlockProducts, DenseProducts, Policy, SequentialSparseBayes
 from .statistics import check_memory
+from .widths import eta_gradient, log_width_gradient, with_log_width
 
 __all__ = [
     "Laplace",
@@ -412,12 +413,7 @@ def laplace_width_gradient(Phi_act: np.ndarray, centres: np.ndarray, X: np.ndarr
     (T01 eqs. 56-57 with the Laplace ``E`` of :func:`_evidence_dPhi`); ``centres`` are the
     centres of the kernel pairs (rows where ``is_kernel``)."""
     E = _evidence_dPhi(Phi_act, cls, lik, lap)
-    W = (E * Phi_act)[:, is_kernel]
-    grad = np.zeros(X.shape[1])
-    for d in range(X.shape[1]):
-        sq = sq_distances(X[:, d : d + 1], centres[:, d : d + 1])
-        grad[d] = -np.sum(W * sq)
-    return grad
+    return eta_gradient((E * Phi_act)[:, is_kernel], X, centres)
 
 
 # --------------------------------------------------------------------------------------------
@@ -661,26 +657,25 @@ def _solve(problem, *, algorithm: str, softmax_model: bool, shared: bool, max_it
         if fallback is not None:
             if res.lap.log_evidence < fallback[1]:  # the extrapolation lost: plain round
                 x0, _, warm = fallback
-                basis = basis.with_kernel(kernel.with_width(
-                    np.exp(x0) if kernel.is_ard else float(np.exp(x0[0]))))
+                basis = with_log_width(basis, x0)
                 fallback, plain = None, []
                 continue
             fallback, plain = None, []
         cache = {"theta": theta}
         opt = optimize.minimize(
             _width_objective, x0, jac=True, method="L-BFGS-B",
-            args=(kernel, basis, X, lik, res.cols, res.cls, alpha, cache),
+            args=(basis, X, lik, res.cols, res.cls, alpha, cache),
             bounds=[(x - 5.0, x + 5.0) for x in x0], options={"maxiter": 20},
         )
         x_next = opt.x
         width_trace.append(-float(opt.fun))
         warm = (res.cols, res.cls, alpha, cache["theta"])
         if np.max(np.abs(opt.x - x0)) < width_step:
-            basis = _at_log_width(basis, x_next)
+            basis = with_log_width(basis, x_next)
             break
         if (len(width_trace) > 1 and width_trace[-1] - width_trace[-2]
                 < width_rtol * max(1.0, abs(width_trace[-1]))):
-            basis = _at_log_width(basis, x_next)
+            basis = with_log_width(basis, x_next)
             break
         plain = [*(plain or [x0]), x_next][-3:]
         if len(plain) == 3:
@@ -688,17 +683,11 @@ def _solve(problem, *, algorithm: str, softmax_model: bool, shared: bool, max_it
             if x_ext is not None:
                 fallback = (x_next, width_trace[-1], warm)
                 x_next = x_ext
-        basis = _at_log_width(basis, x_next)
+        basis = with_log_width(basis, x_next)
     Phi_act = basis.design(X, columns=res.cols)
     lap = _mode(Phi_act, res.cls, lik, alpha, theta, gtol=1e-12)
     lap.cols = res.cols
     return basis, lik, lap, res, total, notes, res.trace + width_trace
-
-
-def _at_log_width(basis, log_width):
-    width = np.exp(log_width)
-    kernel = basis.kernel
-    return basis.with_kernel(kernel.with_width(width if kernel.is_ard else float(width[0])))
 
 
 def _squarem_step(x0, x1, x2, max_jump: float = 0.25):
@@ -717,12 +706,10 @@ def _squarem_step(x0, x1, x2, max_jump: float = 0.25):
     return x2 + (x - x2) * min(1.0, max_jump / jump) if jump > 0 else None
 
 
-def _width_objective(log_width, kernel, basis, X, lik, cols, cls, alpha, cache):
+def _width_objective(log_width, basis, X, lik, cols, cls, alpha, cache):
     """Minus the Laplace evidence over log Gaussian widths at fixed alpha, and its gradient
-    (``d/d ln r = -2 eta d/d eta``)."""
-    width = np.exp(log_width)
-    k = kernel.with_width(width if kernel.is_ard else float(width[0]))
-    b = basis.with_kernel(k)
+    (:func:`~.widths.log_width_gradient`)."""
+    b = with_log_width(basis, log_width)
     Phi_act = b.design(X, columns=cols)
     lap = _mode(Phi_act, cls, lik, alpha, cache["theta"], gtol=1e-11)
     cache["theta"] = lap.theta
@@ -730,11 +717,7 @@ def _width_objective(log_width, kernel, basis, X, lik, cols, cls, alpha, cache):
     is_kernel = cidx >= 0
     grad_eta = laplace_width_gradient(Phi_act, b.centres[cidx[is_kernel]], X, is_kernel, cls,
                                       lik, lap)
-    eta = np.asarray(k.eta, dtype=float) * np.ones(X.shape[1])
-    grad = -2 * eta * grad_eta
-    if not kernel.is_ard:
-        grad = np.array([grad.sum()])
-    return -lap.log_evidence, -grad
+    return -lap.log_evidence, -log_width_gradient(b.kernel, grad_eta)
 
 
 def check_classes(problem) -> None:
@@ -780,7 +763,7 @@ def laplace_datatree(problem, basis, lik, lap: Laplace, res: ClassFit, *, softma
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
     rng = np.random.default_rng(seed)
     Sigma = lap.Sigma
-    theta_draws = draw_gaussian(lap.theta, Sigma, (chains, draws), rng)
+    theta_draws = gaussian_draws(lap.theta, Sigma, (chains, draws), rng)
     K = lik.n_out
     Phi_act = basis.design(problem.X, columns=lap.cols)
     loglik = (_draws_loglik(lik, theta_draws, Phi_act, lap.cls)

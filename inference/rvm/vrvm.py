@@ -17,9 +17,8 @@ from scipy.special import digamma, gammaln
 from sparsebayes.models import ConvergenceWarning, GammaPrior
 from sparsebayes.models.priors import resolve_prior
 
-from ..numerics import gram_weight_posterior, one_blas_thread, warn_user
+from ..numerics import gaussian_draws, gram_weight_posterior, one_blas_thread, warn_user
 from ..results import (
-    draw_gaussian,
     gaussian_log_likelihood,
     make_datatree,
     pointwise_budget_ok,
@@ -238,7 +237,7 @@ def fit_vrvm(problem, *, seed: int | None = None, prior: GammaPrior | None = Non
     rng = np.random.default_rng(seed)
     shape = (chains, draws)
     Mt = st.active.size
-    w = draw_gaussian(st.mu, st.Sigma, shape, rng)
+    w = gaussian_draws(st.mu, st.Sigma, shape, rng)
     alpha = rng.gamma(st.a_tilde, 1.0 / st.b_tilde, (*shape, Mt))
     if st.beta_fixed is not None:
         beta = np.full(shape, st.beta_fixed)
