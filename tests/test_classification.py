@@ -12,13 +12,13 @@ from scipy import integrate, optimize
 from scipy.special import expit, log_expit, logsumexp
 
 from sparsebayes.inference import fit, predict
+from sparsebayes.inference.likelihoods import likelihood_for
 from sparsebayes.inference.predictive.classification import moderated_bernoulli
 from sparsebayes.inference.rvm.laplace import (
     _mode,
     _squarem_step,
     laplace_posterior,
     laplace_width_gradient,
-    likelihood_for,
 )
 from sparsebayes.models import (
     GammaPrior,

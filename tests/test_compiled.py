@@ -9,8 +9,9 @@ import numpy as np
 from scipy import optimize
 from scipy.special import log_expit
 
+from sparsebayes.inference.likelihoods import Bernoulli
 from sparsebayes.inference.rvm import compiled
-from sparsebayes.inference.rvm.laplace import _Bernoulli, _mode
+from sparsebayes.inference.rvm.laplace import _mode
 from sparsebayes.inference.rvm.sequential import Policy, SequentialSparseBayes
 from sparsebayes.models import GaussianKernel, RVMClassification, datasets
 
@@ -26,7 +27,7 @@ def test_bernoulli_mode_matches_scipy_and_slogdet():
     cols = np.array([0, 5, 17, 40, 63])
     P = Phi[:, cols]
     alpha = np.array([0.3, 2.0, 0.05, 1.0, 10.0])
-    lap = _mode(P, np.zeros(cols.size, int), _Bernoulli(y), alpha)
+    lap = _mode(P, np.zeros(cols.size, int), Bernoulli(y), alpha)
     sign = 2 * y - 1
 
     def neg_psi(w):

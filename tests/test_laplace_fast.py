@@ -7,13 +7,8 @@ whitened N(K-1) x KM design they replace."""
 import numpy as np
 import pytest
 
-from sparsebayes.inference.rvm.laplace import (
-    _Bernoulli,
-    _Likelihood,
-    _mode,
-    _surrogate,
-    likelihood_for,
-)
+from sparsebayes.inference.likelihoods import Bernoulli, Likelihood, likelihood_for
+from sparsebayes.inference.rvm.laplace import _mode, _surrogate
 from sparsebayes.inference.rvm.sequential import DenseProducts, Policy, SequentialSparseBayes
 from sparsebayes.models import GaussianKernel, RVMClassification, datasets
 
@@ -165,11 +160,11 @@ def test_policy_floor_damping_and_tabu_take_effect(K):
     np.testing.assert_allclose(gain[ok], basis_objective(new[ok], s[ok], q[ok]), rtol=1e-12)
 
 
-class _GeneralBernoulli(_Bernoulli):
+class GeneralBernoulli(Bernoulli):
     """The Bernoulli likelihood through the general (K-output) Newton terms."""
 
-    logits = _Likelihood.logits
-    newton_terms = _Likelihood.newton_terms
+    logits = Likelihood.logits
+    newton_terms = Likelihood.newton_terms
 
 
 @pytest.mark.parametrize("case", ["ripley", "warm", "separable", "max_iter"])
@@ -190,8 +185,8 @@ def test_bernoulli_mode_equals_the_general_newton_iteration(case):
     cls = np.zeros(cols.size, int)
     theta0 = None if case != "warm" else rng.normal(size=cols.size)
     max_iter = 2 if case == "max_iter" else 100
-    fast = _mode(Phi[:, cols], cls, _Bernoulli(y), alpha, theta0, max_iter=max_iter)
-    ref = _mode(Phi[:, cols], cls, _GeneralBernoulli(y), alpha, theta0, max_iter=max_iter)
+    fast = _mode(Phi[:, cols], cls, Bernoulli(y), alpha, theta0, max_iter=max_iter)
+    ref = _mode(Phi[:, cols], cls, GeneralBernoulli(y), alpha, theta0, max_iter=max_iter)
     assert (fast.n_iter, fast.converged) == (ref.n_iter, ref.converged)
     assert case != "max_iter" or not fast.converged
     for name in ("theta", "F", "L", "gradient"):
@@ -240,7 +235,7 @@ def test_softmax_newton_terms_by_class_equal_the_general_form():
     F = rng.standard_normal((N, K))
     for cls in (np.sort(rng.integers(0, K, P)), rng.integers(0, K, P)):
         g, H = lik.newton_terms(Phi, cls, F)
-        g_ref, H_ref = _Likelihood.newton_terms(lik, Phi, cls, F)
+        g_ref, H_ref = Likelihood.newton_terms(lik, Phi, cls, F)
         np.testing.assert_allclose(g, g_ref, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(H, H_ref, rtol=1e-12, atol=1e-12)
 

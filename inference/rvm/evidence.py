@@ -37,6 +37,7 @@ from ..numerics import (
     weight_posterior,
 )
 from ..results import gaussian_log_likelihood, make_datatree, pointwise_budget_ok
+from .mackay import mackay_update
 from .sequential import (
     ALIGNMENT_MAX,
     DenseProducts,
@@ -584,15 +585,12 @@ def _run_mackay(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm
         rss = data.rss(active, mu / da)
         trace.append(evidence_from_factor(N, beta, alpha, L, rss, mu))
         gamma = 1.0 - alpha * np.diag(Sigma)
-        alpha_new = (gamma + 2 * prior.a) / (mu**2 + 2 * prior.b * da**2)  # (44)
-        alpha_new = np.where(alpha_new > 0, alpha_new, np.inf)
+        alpha_new, keep, change = mackay_update(alpha, gamma, mu**2, prior.a, prior.b * da**2,
+                                                prune_at=prune_alpha, scale=da**2)  # (44)
         beta_new = beta
         if estimate_noise:
             beta_new = _noise_update(N, rss, gamma, prior, beta_max)  # (46)
-        keep = alpha_new * da**2 < prune_alpha
-        change = abs(np.log(beta_new / beta))
-        if keep.any():
-            change = max(change, np.max(np.abs(np.log(alpha_new[keep] / alpha[keep]))))
+        change = max(change, abs(np.log(beta_new / beta)))
         pruned = not keep.all()
         active, alpha, beta = active[keep], alpha_new[keep], beta_new
         if change < tol and not pruned:

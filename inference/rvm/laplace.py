@@ -33,14 +33,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 from scipy import linalg, optimize
-from scipy.special import expit, log_expit, logsumexp, softmax
 
 from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning
 from sparsebayes.models.kernels import GaussianKernel
 
+from ..likelihoods import Bernoulli, likelihood_for, pair_gradient, pair_logits
 from ..numerics import cholesky, gaussian_draws, one_blas_thread, warn_user
 from ..results import make_datatree, pointwise_budget_ok, relevance_counts
 from . import compiled
+from .mackay import mackay_update
 from .sequential import BlockProducts, DenseProducts, Policy, SequentialSparseBayes
 from .statistics import check_memory
 from .widths import eta_gradient, log_width_gradient, with_log_width
@@ -72,180 +73,8 @@ _NO_COLS = np.empty(0, int)  # Laplace.cols until the caller sets them
 
 
 # --------------------------------------------------------------------------------------------
-# Likelihoods: per-point log probability and its first three derivatives in the logits F
-# --------------------------------------------------------------------------------------------
-
-
-class _Likelihood:
-    """What the Newton iteration of :func:`_mode` needs from a likelihood with ``n_out``
-    logits per point, for the (basis, class) pairs ``Phi_act``, ``cls`` in the model."""
-
-    n_out: int
-
-    def logits(self, Phi_act: np.ndarray, cls: np.ndarray, theta: np.ndarray) -> np.ndarray:
-        """``F`` (N, n_out)."""
-        return pair_logits(Phi_act, cls, theta, self.n_out)
-
-    def newton_terms(self, Phi_act: np.ndarray, cls: np.ndarray, F: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray]:
-        """The likelihood's gradient ``J^T (t - y)`` in the pair weights and its negative
-        Hessian ``J^T B J`` (T01 eq. 25)."""
-        return (_pair_gradient(Phi_act, cls, self.grad(F)),
-                _hessian(Phi_act, cls, self.hess(F)))
-
-
-class _Bernoulli(_Likelihood):
-    """Eq. (23): ``P(t=1) = sigma(f)``; one logit per point (``F`` is (N, 1))."""
-
-    n_out = 1
-
-    def __init__(self, t: np.ndarray) -> None:
-        self.t = np.asarray(t, dtype=float)
-        self.sign = 2 * self.t - 1
-
-    def loglik(self, F: np.ndarray) -> np.ndarray:
-        """Pointwise ``ln p(t_n | f_n)`` for logits ``F`` (..., N, 1)."""
-        return log_expit(self.sign * F[..., 0])
-
-    def grad(self, F: np.ndarray) -> np.ndarray:
-        """``t - y`` (N, 1)."""
-        return (self.t - expit(F[:, 0]))[:, None]
-
-    def hess(self, F: np.ndarray) -> np.ndarray:
-        """``B_n = y_n (1 - y_n)`` as (N, 1, 1) (T01 eq. 25)."""
-        f = F[:, 0]
-        return (expit(f) * expit(-f))[:, None, None]
-
-    def logits(self, Phi_act: np.ndarray, cls: np.ndarray, theta: np.ndarray) -> np.ndarray:
-        return (Phi_act @ theta)[:, None]
-
-    def newton_terms(self, Phi_act: np.ndarray, cls: np.ndarray, F: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray]:
-        """The general terms written out for one logit (the fast loop's hot path)."""
-        f = F[:, 0]
-        y = expit(f)
-        return Phi_act.T @ (self.t - y), Phi_act.T @ ((y * expit(-f))[:, None] * Phi_act)
-
-    def third(self, F: np.ndarray, P: np.ndarray) -> np.ndarray:
-        """``c_n = 1/2 P_n dB_n/df_n`` with ``dB/df = B (1 - 2y)`` (for the width gradient)."""
-        f = F[:, 0]
-        y = expit(f)
-        return (0.5 * P[:, 0, 0] * y * expit(-f) * (1 - 2 * y))[:, None]
-
-
-class _Softmax(_Likelihood):
-    """Eq. (28): ``P(t=k) = softmax(f)_k``; one logit per class (``F`` is (N, K))."""
-
-    def __init__(self, t: np.ndarray, n_classes: int) -> None:
-        self.n_out = n_classes
-        self.codes = np.asarray(t, dtype=int)
-        self.T = np.eye(n_classes)[self.codes]
-
-    def loglik(self, F: np.ndarray) -> np.ndarray:
-        """Pointwise ``ln p(t_n | f_n)`` for logits ``F`` (..., N, K)."""
-        return F[..., np.arange(F.shape[-2]), self.codes] - logsumexp(F, axis=-1)
-
-    def grad(self, F: np.ndarray) -> np.ndarray:
-        return self.T - softmax(F, axis=1)
-
-    def newton_terms(self, Phi_act: np.ndarray, cls: np.ndarray, F: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray]:
-        """For pairs sorted by class (as every caller holds them): with ``B_n = diag(y_n) -
-        y_n y_n^T``, ``J^T B J`` is ``Phi_k^T diag(y_k) Phi_k`` on each class's diagonal block
-        minus ``U^T U``, ``U = [y_k Phi_k]_k``: one product over all pairs instead of
-        K(K+1)/2 weighted blocks, every class a contiguous slice (the fast loop's hot path)."""
-        if np.any(np.diff(cls) < 0):
-            return super().newton_terms(Phi_act, cls, F)
-        Y = softmax(F, axis=1)
-        G = self.T - Y
-        bounds = np.searchsorted(cls, np.arange(self.n_out + 1))
-        U = np.empty_like(Phi_act)
-        g = np.empty(cls.size)
-        for k in range(self.n_out):
-            a, b = bounds[k], bounds[k + 1]
-            np.multiply(Phi_act[:, a:b], Y[:, k, None], out=U[:, a:b])
-            g[a:b] = G[:, k] @ Phi_act[:, a:b]
-        H = -(U.T @ U)
-        for k in range(self.n_out):
-            a, b = bounds[k], bounds[k + 1]
-            H[a:b, a:b] += Phi_act[:, a:b].T @ U[:, a:b]
-        return g, H
-
-    def hess(self, F: np.ndarray) -> np.ndarray:
-        """``B_n = diag(y_n) - y_n y_n^T`` (N, K, K): singular, rows sum to 0."""
-        Y = softmax(F, axis=1)
-        B = -Y[:, :, None] * Y[:, None, :]
-        idx = np.arange(self.n_out)
-        B[:, idx, idx] += Y
-        return B
-
-    def third(self, F: np.ndarray, P: np.ndarray) -> np.ndarray:
-        """``c_nk = 1/2 tr(P_n dB_n/df_nk) = 1/2 [B_n (diag P_n - 2 P_n y_n)]_k``."""
-        Y = softmax(F, axis=1)
-        B = self.hess(F)
-        u = np.einsum("nii->ni", P) - 2 * np.einsum("nij,nj->ni", P, Y)
-        return 0.5 * np.einsum("nik,ni->nk", B, u)
-
-
-def likelihood_for(t: np.ndarray, n_classes: int, softmax_model: bool):
-    return _Softmax(t, n_classes) if softmax_model else _Bernoulli(t)
-
-
-# --------------------------------------------------------------------------------------------
 # Laplace approximation for fixed alpha
 # --------------------------------------------------------------------------------------------
-
-
-def pair_logits(Phi_act: np.ndarray, cls: np.ndarray, theta: np.ndarray, K: int) -> np.ndarray:
-    """``F[:, k] = Phi[:, pairs of class k] @ theta[pairs of class k]`` (N, K)."""
-    if K == 1:
-        return (Phi_act @ theta)[:, None]
-    F = np.zeros((Phi_act.shape[0], K))
-    if not np.any(np.diff(cls) < 0):  # sorted by class: contiguous slices
-        bounds = np.searchsorted(cls, np.arange(K + 1))
-        for k in range(K):
-            F[:, k] = Phi_act[:, bounds[k] : bounds[k + 1]] @ theta[bounds[k] : bounds[k + 1]]
-        return F
-    for k in range(K):
-        sel = cls == k
-        if sel.any():
-            F[:, k] = Phi_act[:, sel] @ theta[sel]
-    return F
-
-
-def _pair_gradient(Phi_act: np.ndarray, cls: np.ndarray, G: np.ndarray) -> np.ndarray:
-    """``J^T g``: ``sum_n Phi[n, col_j] G[n, cls_j]`` for every pair j."""
-    if G.shape[1] == 1:
-        return Phi_act.T @ G[:, 0]
-    return np.einsum("nj,nj->j", Phi_act, G[:, cls])
-
-
-def _hessian(Phi_act: np.ndarray, cls: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """``J^T B J`` (the data part of T01 eq. 25) from per-class blocks
-    ``Phi_k^T diag(B[:, k, l]) Phi_l``: the pairs are grouped by class (one stable sort), each
-    block is a product of contiguous column slices, and the result is permuted back. Memory
-    O(N P + P^2) for P pairs in the model: no (NK)-sized object."""
-    K = B.shape[1]
-    if K == 1:
-        return Phi_act.T @ (B[:, 0, 0, None] * Phi_act)
-    order = np.argsort(cls, kind="stable")
-    bounds = np.searchsorted(cls[order], np.arange(K + 1))
-    Ps = Phi_act[:, order]
-    Hs = np.empty((cls.size, cls.size))
-    for k in range(K):
-        a, b = bounds[k], bounds[k + 1]
-        if a == b:
-            continue
-        for j in range(k, K):
-            c, d = bounds[j], bounds[j + 1]
-            if c == d:
-                continue
-            block = Ps[:, a:b].T @ (B[:, k, j, None] * Ps[:, c:d])
-            Hs[a:b, c:d] = block
-            Hs[c:d, a:b] = block.T
-    H = np.empty_like(Hs)
-    H[np.ix_(order, order)] = Hs
-    return H
 
 
 @dataclass
@@ -284,7 +113,7 @@ def _mode(Phi_act: np.ndarray, cls: np.ndarray, lik, alpha: np.ndarray,
     (relative to ``max(1, |J^T (t - y)|)``) or no step improves ``Psi``.
     """
     theta = np.zeros(cls.size) if theta0 is None else np.array(theta0, dtype=float)
-    if isinstance(lik, _Bernoulli) and 0 < cls.size <= compiled.SMALL:  # the loop, compiled
+    if isinstance(lik, Bernoulli) and 0 < cls.size <= compiled.SMALL:  # the loop, compiled
         theta_c, f, ll_c, log_ev, g, L, it, converged, ok = compiled.bernoulli_mode(
             Phi_act, lik.t, alpha, theta, gtol, max_iter)
         if ok:  # else H lost definiteness at an iterate: the loop below, with jitter
@@ -398,7 +227,7 @@ def _evidence_dPhi(Phi_act: np.ndarray, cls: np.ndarray, lik, lap: Laplace) -> n
         if sel.any():
             Pn[:, :, k] = np.einsum("nkj,nj->nk", JS[:, :, sel], Phi_act[:, sel])
     c = lik.third(F, Pn)
-    v = Sigma @ _pair_gradient(Phi_act, cls, c)
+    v = Sigma @ pair_gradient(Phi_act, cls, c)
     BJv = np.einsum("nkl,nl->nk", B, pair_logits(Phi_act, cls, v, K))
     rows = np.arange(P)
     E = (G[:, cls] * theta - BJS[:, cls, rows]
@@ -577,16 +406,13 @@ def _run_mackay(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, shared,
         theta = lap.theta
         Sigma_diag = np.diag(lap.Sigma)
         gamma = 1.0 - alpha * Sigma_diag
-        if shared and K > 1:
-            g_col = np.bincount(cols, weights=gamma, minlength=M)
-            w2_col = np.bincount(cols, weights=theta**2, minlength=M)
-            new = ((g_col + 2 * prior_a) / (w2_col + 2 * b_prior))[cols]
-        else:
-            new = (gamma + 2 * prior_a) / (theta**2 + 2 * b_prior[cols])
-        new = np.where(new > 0, new, np.inf)
-        new = np.maximum(new, alpha_min)
-        keep = new < PRUNE_ALPHA  # none kept: the empty model, every logit 0
-        change = np.max(np.abs(np.log(new[keep] / alpha[keep])), initial=0.0)
+        w2 = theta**2
+        if shared and K > 1:  # one alpha per column: its pairs' gamma and w^2 summed
+            gamma = np.bincount(cols, weights=gamma, minlength=M)[cols]
+            w2 = np.bincount(cols, weights=w2, minlength=M)[cols]
+        # none kept: the empty model, every logit 0
+        new, keep, change = mackay_update(alpha, gamma, w2, prior_a, b_prior[cols],
+                                          prune_at=PRUNE_ALPHA, floor=alpha_min)
         pruned = not keep.all()
         cols, cls, alpha, theta = cols[keep], cls[keep], new[keep], theta[keep]
         if change < tol and not pruned:
@@ -740,11 +566,7 @@ def _draws_loglik(lik, theta_draws: np.ndarray, Phi_act: np.ndarray, cls: np.nda
     out = np.empty((flat.shape[0], N))
     step = max(1, LOGLIK_BLOCK // (N * K))
     for a in range(0, flat.shape[0], step):
-        F = np.zeros((min(step, flat.shape[0] - a), N, K))
-        for k in range(K):
-            sel = cls == k
-            F[..., k] = flat[a : a + step, sel] @ Phi_act[:, sel].T
-        out[a : a + step] = lik.loglik(F)
+        out[a : a + step] = lik.loglik(pair_logits(Phi_act, cls, flat[a : a + step], K))
     return out.reshape(*lead, N)
 
 

@@ -27,10 +27,10 @@ from sparsebayes.models.pymc_models import (
     regression_model,
 )
 
+from ..likelihoods import likelihood_for
 from ..numerics import check_positive_int, one_blas_thread, show_progress, warn_user
 from ..results import gaussian_log_likelihood, make_datatree, relevance_counts
 from ..samplers import SAMPLERS, check_tune, diagnose, run_sampler
-from .laplace import likelihood_for
 
 __all__ = [
     "fit_nuts",
@@ -156,17 +156,11 @@ def _gamma(Phi, posterior, problem) -> np.ndarray:
         curv = np.full((Phi.shape[0], 1), float(np.median(posterior["beta"])))
         cols = alpha[:, None]
     else:
-        w_mean = np.mean(posterior["w"], axis=(0, 1))
-        F = Phi @ w_mean
-        if F.ndim == 1:
-            p = 1.0 / (1.0 + np.exp(-F))
-            curv = (p * (1 - p))[:, None]
-            cols = alpha[:, None]
-        else:
-            P = np.exp(F - F.max(axis=1, keepdims=True))
-            P /= P.sum(axis=1, keepdims=True)
-            curv = P * (1 - P)
-            cols = alpha
+        F = Phi @ np.mean(posterior["w"], axis=(0, 1))
+        F = F[:, None] if F.ndim == 1 else F
+        lik = likelihood_for(problem.t, problem.n_classes, softmax_model=F.shape[1] > 1)
+        curv = np.einsum("nkk->nk", lik.hess(F))  # per class: y (1 - y) (T01 eq. 25)
+        cols = alpha[:, None] if alpha.ndim == 1 else alpha
     gamma = np.zeros(M)
     for k in range(cols.shape[1]):
         H = Phi.T @ (curv[:, [k]] * Phi)

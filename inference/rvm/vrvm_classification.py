@@ -42,6 +42,7 @@ from scipy.special import log_expit, logsumexp, softmax
 from sparsebayes.models import GammaPrior, NumericalWarning
 from sparsebayes.models.priors import resolve_prior
 
+from ..likelihoods import likelihood_for, pair_logits
 from ..numerics import cholesky, one_blas_thread, warn_user
 from ..results import relevance_counts
 from .laplace import (
@@ -50,8 +51,6 @@ from .laplace import (
     Laplace,
     check_classes,
     laplace_datatree,
-    likelihood_for,
-    pair_logits,
     warn_fit,
 )
 from .sequential import DenseProducts, Policy, SequentialSparseBayes
