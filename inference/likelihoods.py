@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit, log_expit, logsumexp, softmax
 
+LOGLIK_BLOCK = 2_000_000  # logits held at once when the pointwise log-likelihood is drawn
+
 __all__ = ["Likelihood", "Bernoulli", "Softmax", "likelihood_for", "class_bounds",
            "pair_logits", "pair_gradient", "pair_hessian"]
 
@@ -30,6 +32,23 @@ class Likelihood:
         Hessian ``J^T B J`` (T01 eq. 25)."""
         return (pair_gradient(Phi_act, cls, self.grad(F)),
                 pair_hessian(Phi_act, cls, self.hess(F)))
+
+
+    def draws_loglik(self, Phi_act: np.ndarray, cls: np.ndarray, theta_draws: np.ndarray
+                     ) -> np.ndarray:
+        """Pointwise ``ln p(t_n | w)`` (..., obs) for weight draws (..., P) of the pairs, a
+        block of draws at a time: the logits of every draw at once are K times the result
+        (USPS, K = 10, 1000 draws x 7291 points: 583 MB, and a 4 GB peak with the softmax's
+        temporaries)."""
+        lead = theta_draws.shape[:-1]
+        flat = theta_draws.reshape(int(np.prod(lead)), theta_draws.shape[-1])  # P may be 0
+        N = Phi_act.shape[0]
+        out = np.empty((flat.shape[0], N))
+        step = max(1, LOGLIK_BLOCK // (N * self.n_out))
+        for a in range(0, flat.shape[0], step):
+            out[a : a + step] = self.loglik(pair_logits(Phi_act, cls, flat[a : a + step],
+                                                        self.n_out))
+        return out.reshape(*lead, N)
 
 
 class Bernoulli(Likelihood):

@@ -21,6 +21,7 @@ __all__ = [
     "cholesky",
     "weight_posterior",
     "gram_weight_posterior",
+    "cholesky_inverse",
     "log_evidence",
     "gram_log_evidence",
     "evidence_from_factor",
@@ -58,6 +59,12 @@ def cholesky(H: np.ndarray) -> np.ndarray:
     raise linalg.LinAlgError("posterior precision is not positive definite even with jitter")
 
 
+def cholesky_inverse(L: np.ndarray) -> np.ndarray:
+    """``H^-1`` from the lower Cholesky factor ``L`` of ``H``: ``L^-T L^-1``."""
+    Linv = linalg.solve_triangular(L, np.eye(L.shape[0]), lower=True, check_finite=False)
+    return Linv.T @ Linv
+
+
 def gram_weight_posterior(G: np.ndarray, Phit: np.ndarray, alpha: np.ndarray, beta: float
                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """T01 eqs. (12)-(13) from the Gram matrix ``G = Phi^T Phi`` and ``Phit = Phi^T t``:
@@ -66,8 +73,7 @@ def gram_weight_posterior(G: np.ndarray, Phit: np.ndarray, alpha: np.ndarray, be
     H = beta * G
     H[np.diag_indices_from(H)] += alpha
     L = cholesky(H)
-    Linv = linalg.solve_triangular(L, np.eye(L.shape[0]), lower=True, check_finite=False)
-    Sigma = Linv.T @ Linv
+    Sigma = cholesky_inverse(L)
     mu = beta * (Sigma @ Phit)
     return mu, Sigma, L
 

@@ -19,10 +19,12 @@ import numpy as np
 import xarray as xr
 from xarray.indexes import PandasIndex
 
-from sparsebayes.models import Basis
+from sparsebayes.models import Basis, GaussianKernel
 
-__all__ = ["make_datatree", "basis_from_posterior", "flat_draws", "gaussian_log_likelihood",
-           "pointwise_budget_ok", "relevance_counts"]
+from .numerics import gaussian_draws
+
+__all__ = ["datatree", "make_datatree", "classification_datatree", "basis_from_posterior",
+           "flat_draws", "gaussian_log_likelihood", "pointwise_budget_ok", "relevance_counts"]
 
 POINTWISE_MAX = 25_000_000  # values (200 MB) of a log_likelihood group at most
 
@@ -108,35 +110,26 @@ def make_datatree(
             stats_plain[k] = np.asarray(v)
     dims.update({"X": ["obs", "feature"], "centres": ["basis", "feature"],
                  "centre_index": ["basis"], "dictionary": ["dictionary_centre", "feature"]})
-    sample = ["chain", "draw"]
     posterior = {k: np.asarray(v) for k, v in posterior.items()}
     if "w" in posterior and "alpha" in posterior and "z" not in posterior:
         # the joint PyMC model's own variable (w = z / sqrt(alpha)): PyMC's posterior
         # predictive on problem.pymc_model() then conditions on these draws, not z's prior
         with np.errstate(invalid="ignore", over="ignore"):
             posterior["z"] = np.nan_to_num(posterior["w"] * np.sqrt(posterior["alpha"]))
-    cache: dict = {}  # the indexes of the coordinates, built once for all groups
-    children = {"posterior": _group(posterior, dims, coords, sample, index_cache=cache)}
+    groups: dict[str, Any] = {"posterior": posterior}
     if log_likelihood is not None:  # None: too large to hold (see pointwise_budget_ok)
-        children["log_likelihood"] = _group({"t": np.asarray(log_likelihood)}, dims, coords,
-                                            sample,
-                                            skip_event_dims=True, index_cache=cache)
-    children["observed_data"] = _group({"t": np.asarray(problem.t)}, dims, coords, [],
-                                       index_cache=cache)
-    children["constant_data"] = _group(constant, dims, coords, [], index_cache=cache)
+        groups["log_likelihood"] = {"t": np.asarray(log_likelihood)}
+    groups["observed_data"] = {"t": np.asarray(problem.t)}
+    groups["constant_data"] = constant
     if stats_plain or traces:
-        children["sample_stats"] = _group(
-            stats_plain, dims, coords, sample, index_cache=cache,
-            extra={k: (tdims, np.asarray(arr)) for k, (tdims, arr) in traces.items()},
-            arviz_attrs=bool(stats_plain))
+        groups["sample_stats"] = stats_plain
     if gaussian is not None:
         gvars = {}
         for k, v in gaussian.items():
             v = np.asarray(v)
             gvars[k] = ({0: (), 1: ("basis",), 2: ("basis", "basis_bis")}[v.ndim], v)
-        children["gaussian_posterior"] = _dataset(
-            gvars, {"basis": labels, "basis_bis": labels}, cache)
-    dt = _tree(children)
+        groups["gaussian_posterior"] = (gvars, {"basis": labels, "basis_bis": labels})
+    dt = datatree(groups, dims=dims, coords=coords, traces=traces)
 
     base_attrs = {
         "problem_kind": problem.kind,
@@ -148,6 +141,118 @@ def make_datatree(
         base_attrs["classes"] = json.dumps(np.asarray(problem.classes).tolist())
     dt.attrs.update(base_attrs)
     dt.attrs.update({k: v for k, v in (attrs or {}).items() if v is not None})
+    return dt
+
+
+SAMPLE_GROUPS = ("posterior", "log_likelihood", "sample_stats", "prior",
+                 "posterior_predictive", "prior_predictive", "predictions")
+
+
+def datatree(groups: Mapping[str, Any], *, dims: Mapping[str, list[str]],
+             coords: Mapping[str, Any], traces: Mapping[str, tuple] | None = None,
+             attrs: Mapping[str, Any] | None = None) -> xr.DataTree:
+    """The one result builder of every method (RVM and GP): ``groups`` maps a group name
+    to its variables as ArviZ's ``from_dict`` takes them (leading (chain, draw) in the
+    groups of draws, :data:`SAMPLE_GROUPS`; ``log_likelihood`` without event dims), or to
+    ``(data_vars, coords)`` already laid out by hand (``(dims, array)`` variables). The tree
+    equals ``arviz_base.from_dict``'s (tests) but builds each group in one ``Dataset``
+    constructor, with the coordinates' indexes built once for all groups. ``traces``:
+    ``(dims, array)`` variables of ``sample_stats`` on their own dims (e.g. an optimiser's
+    objective per iteration)."""
+    cache: dict = {}  # the indexes of the coordinates, built once for all groups
+    children = {}
+    for name, data in groups.items():
+        if isinstance(data, tuple):
+            children[name] = _dataset(data[0], data[1], cache)
+            continue
+        sample = ["chain", "draw"] if name in SAMPLE_GROUPS else []
+        extra = traces if name == "sample_stats" else None
+        children[name] = _group({k: np.asarray(v) for k, v in data.items()}, dims, coords,
+                                sample, skip_event_dims=name == "log_likelihood",
+                                extra=extra, arviz_attrs=bool(data) or not extra,
+                                index_cache=cache)
+    dt = _tree(children)
+    dt.attrs.update(attrs or {})
+    return dt
+
+
+def classification_datatree(problem, basis: Basis, lik, *, theta: np.ndarray, Sigma: np.ndarray,
+                            alpha: np.ndarray, cols: np.ndarray, cls: np.ndarray,
+                            sample_stats: Mapping[str, Any], attrs: Mapping[str, Any], seed,
+                            draws: int, chains: int, q_alpha_shape: float | None = None
+                            ) -> xr.DataTree:
+    """The result of an RVM classifier whose weight posterior is a Gaussian ``N(theta,
+    Sigma)`` over the (basis ``cols``, class ``cls``) pairs in the model (Laplace, T01 eq.
+    26; variational ``q(w)``, Bishop & Tipping 2000): ``draws`` x ``chains`` draws of ``w``,
+    their pointwise log likelihood (``lik``), and ``alpha`` at its point values or, with
+    ``q_alpha_shape`` k, drawn from ``q(alpha_i) = Gamma(k, rate k / alpha_i)``.
+
+    Binary: ``w``, ``alpha`` on dim ``basis``; ``w`` is the logit weight of ``classes[1]``.
+    Softmax: ``w``, ``alpha`` on dims (``basis``, ``class``) over the union of the columns
+    relevant for any class; a weight pruned for one class has ``w = 0`` there and ``alpha =
+    inf`` in ``gaussian_posterior``, but the largest float in ``posterior`` (ArviZ's ESS of a
+    constant ``inf`` is NaN, which made ``az.loo``'s relative efficiency NaN and its Pareto k
+    wrong). ``gaussian_posterior``: ``mu`` and ``Sigma`` (binary: (basis, basis_bis);
+    softmax: (basis, class, basis_bis, class_bis), the joint covariance)."""
+    for name, v in (("draws", draws), ("chains", chains)):
+        if not isinstance(v, int | np.integer) or v <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    rng = np.random.default_rng(seed)
+    theta_draws = gaussian_draws(theta, Sigma, (chains, draws), rng)
+    K = lik.n_out
+    n = problem.X.shape[0]
+    loglik = (lik.draws_loglik(basis.design(problem.X, columns=cols), cls, theta_draws)
+              if pointwise_budget_ok(chains, draws, n) else None)
+    attrs = {
+        "log_likelihood_omitted": None if loglik is not None else (
+            f"{chains} x {draws} x {n} pointwise values exceed the budget; pass fewer "
+            "draws for az.loo"),
+        "likelihood": "softmax" if K > 1 else "bernoulli",
+        **attrs,
+    }
+    if isinstance(basis.kernel, GaussianKernel):
+        attrs["width"] = np.atleast_1d(np.asarray(basis.kernel.width, dtype=float))
+    big = np.finfo(float).max
+    if K == 1:
+        attrs["positive_class"] = str(problem.classes[1])
+        columns, A, mu, S = cols, alpha, theta, Sigma
+        w = theta_draws
+    else:
+        columns, pos = np.unique(cols, return_inverse=True)
+        Mu = columns.size
+        w = np.zeros((chains, draws, Mu, K))
+        w[:, :, pos, cls] = theta_draws
+        A = np.full((Mu, K), np.inf)
+        A[pos, cls] = alpha
+        mu = np.zeros((Mu, K))
+        mu[pos, cls] = theta
+        S = np.zeros((Mu, K, Mu, K))
+        S[pos[:, None], cls[:, None], pos[None, :], cls[None, :]] = Sigma
+    if q_alpha_shape is None:
+        alpha_draws = np.broadcast_to(np.minimum(A, big), w.shape).copy()
+    else:
+        alpha_draws = (np.random.default_rng(None if seed is None else seed + 1)
+                       .gamma(q_alpha_shape, 1.0, w.shape) * (A / q_alpha_shape))
+        alpha_draws = np.where(np.isfinite(alpha_draws), alpha_draws, big)
+    gaussian = {"mu": mu, "Sigma": S, "alpha": A}
+    if q_alpha_shape is not None:
+        gaussian.update(q_alpha_shape=q_alpha_shape, q_alpha_rate=q_alpha_shape / A)
+    if K == 1:
+        return make_datatree(problem, basis=basis, columns=columns,
+                             posterior={"w": w, "alpha": alpha_draws}, log_likelihood=loglik,
+                             sample_stats=sample_stats, gaussian=gaussian, attrs=attrs)
+    class_labels = np.asarray(problem.classes).astype(str)
+    dt = make_datatree(
+        problem, basis=basis, columns=columns, posterior={"w": w, "alpha": alpha_draws},
+        log_likelihood=loglik, sample_stats=sample_stats, attrs=attrs,
+        extra_dims={"w": ["basis", "class"], "alpha": ["basis", "class"]},
+        extra_coords={"class": class_labels})
+    labels = dt["posterior"]["basis"].values
+    pairs, pairs_bis = ("basis", "class"), ("basis", "class", "basis_bis", "class_bis")
+    gvars = {k: ({0: (), 2: pairs, 4: pairs_bis}[np.ndim(v)], v) for k, v in gaussian.items()}
+    dt["gaussian_posterior"] = xr.DataTree(xr.Dataset(
+        gvars, coords={"basis": labels, "basis_bis": labels, "class": class_labels,
+                       "class_bis": class_labels}))
     return dt
 
 

@@ -279,7 +279,7 @@ def test_draws_loglik_in_blocks_equals_all_draws_at_once(K, monkeypatch):
     softmax / Bernoulli log probability of all logits at once (scipy's logsumexp)."""
     from scipy.special import log_softmax
 
-    from sparsebayes.inference.rvm import laplace
+    from sparsebayes.inference import likelihoods
 
     Phi, lik = _problem(K)
     rng = np.random.default_rng(1)
@@ -287,8 +287,8 @@ def test_draws_loglik_in_blocks_equals_all_draws_at_once(K, monkeypatch):
     cls = np.sort(rng.integers(0, lik.n_out, P))
     cols = rng.choice(Phi.shape[1], P, replace=False)
     draws = rng.normal(size=(2, 9, P))
-    monkeypatch.setattr(laplace, "LOGLIK_BLOCK", 4 * Phi.shape[0] * lik.n_out)  # 4 draws
-    got = laplace._draws_loglik(lik, draws, Phi[:, cols], cls)
+    monkeypatch.setattr(likelihoods, "LOGLIK_BLOCK", 4 * Phi.shape[0] * lik.n_out)  # 4 draws
+    got = lik.draws_loglik(Phi[:, cols], cls, draws)
     F = np.zeros((2, 9, Phi.shape[0], lik.n_out))
     for k in range(lik.n_out):
         F[..., k] = draws[..., cls == k] @ Phi[:, cols[cls == k]].T

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import time
 
-import arviz_base as azb
 import numpy as np
 import xarray as xr
 from scipy import linalg
@@ -58,6 +57,7 @@ from ..numerics import (
 )
 from ..predictive.classification import ClassPredictive
 from ..predictive.regression import check_new_inputs
+from ..results import datatree
 from . import type2
 
 __all__ = ["laplace_mode", "log_marginal_likelihood", "fit_evidence", "predict_laplace"]
@@ -224,7 +224,7 @@ def fit_evidence(problem: GPClassification, *, seed: int | None = None, restarts
     f = gaussian_draws(f_hat, cov, draws, rng)
     loglik = log_expit((2 * t - 1) * f)
     n = t.size
-    dt = azb.from_dict(
+    dt = datatree(
         {"posterior": {"length_scale": np.broadcast_to(ls, (1, draws, d)).copy(),
                        "signal_sd": np.full((1, draws), sf), "f": f[None]},
          "log_likelihood": {"t": loglik[None]},
@@ -420,7 +420,7 @@ def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int =
         fs = np.swapaxes(post_ds["f"].values, 2, 3)  # (chain, draw, obs, class)
         loglik, f_dims = log_softmax(fs, axis=3)[:, :, np.arange(n), t], ["obs", "class"]
         coords["class"] = np.asarray(problem.classes).astype(str)
-    dt = azb.from_dict(
+    dt = datatree(
         {"posterior": {"length_scale": post_ds["length_scale"].values,
                        "signal_sd": post_ds["signal_sd"].values, "f": fs},
          "log_likelihood": {"t": loglik},
@@ -640,7 +640,7 @@ def fit_evidence_multiclass(problem: GPClassification, *, seed: int | None = Non
     f = gaussian_draws(F_hat.reshape(-1), laplace_covariance(K, E, M), draws, rng).reshape(
         draws, n, C)
     loglik = log_softmax(f, axis=2)[:, np.arange(n), codes]
-    dt = azb.from_dict(
+    dt = datatree(
         {"posterior": {"length_scale": np.broadcast_to(ls, (1, draws, d)).copy(),
                        "signal_sd": np.full((1, draws), sf), "f": f[None]},
          "log_likelihood": {"t": loglik[None]},

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 
-import arviz_base as azb
 import numpy as np
 import xarray as xr
 from scipy import linalg
@@ -29,7 +28,7 @@ from ..predictive.regression import (
     check_new_inputs,
     draw_index,
 )
-from ..results import gaussian_log_likelihood, pointwise_budget_ok
+from ..results import datatree, gaussian_log_likelihood, pointwise_budget_ok
 from . import type2
 
 __all__ = [
@@ -260,38 +259,35 @@ def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
     :func:`_pointwise_log_likelihood` of ``POINT_DRAWS`` latent draws for point
     hyperparameters, one per hyperparameter draw otherwise."""
     n, d = problem.X.shape
-    groups = {
-        "posterior": posterior,
-        "observed_data": {"t": problem.t},
-        "constant_data": {"X": problem.X},
-    }
-    if sample_stats:
-        groups["sample_stats"] = sample_stats
-    dt = azb.from_dict(groups, coords={"feature": np.arange(d), "obs": np.arange(n)},
-                       dims={"length_scale": ["feature"], "X": ["obs", "feature"],
-                             "t": ["obs"]})
+    ls = posterior["length_scale"].reshape(-1, d)
+    sf, sn = posterior["signal_sd"].reshape(-1), posterior["noise_sd"].reshape(-1)
+    per = POINT_DRAWS if ls.shape[0] == 1 else 1
+    shape = (1, per, n) if per > 1 else (*posterior["signal_sd"].shape, n)
+    groups = {"posterior": posterior}
     fixed = [k for k in ("length_scale", "signal_sd", "noise_sd")
              if getattr(problem, k) is not None]
-    dt.attrs.update({
+    attrs = {
         "problem_kind": "gp",
         "covariance": "signal_sd^2 exp(-sum_d (x_d - x'_d)^2 / (2 length_scale_d^2)) + "
                       "noise_sd^2 delta (zero mean)",
         "fixed": ",".join(fixed) or "none",
         "n_relevant": -1,
         "default_predict_kind": "gp",
-    })
-    dt.attrs.update(attrs)
-    ls, sf, sn = hyperparameter_draws(dt)
-    per = POINT_DRAWS if ls.shape[0] == 1 else 1
-    shape = (1, per, n) if per > 1 else (*dt["posterior"]["signal_sd"].shape, n)
+        **attrs,
+    }
     if pointwise_budget_ok(shape[0], shape[1], n):
-        loglik = _pointwise_log_likelihood(problem.X, problem.t, ls, sf, sn, per, shape, seed)
-        dt["log_likelihood"] = xr.Dataset({"t": (("chain", "draw", "obs"), loglik)},
-                                          coords={"obs": np.arange(n)})
+        groups["log_likelihood"] = {"t": _pointwise_log_likelihood(
+            problem.X, problem.t, ls, sf, sn, per, shape, seed)}
     else:
-        dt.attrs["log_likelihood_omitted"] = (
+        attrs["log_likelihood_omitted"] = (
             f"{shape[0]} x {shape[1]} x {n} pointwise values exceed the budget")
-    return dt
+    groups["observed_data"] = {"t": problem.t}
+    groups["constant_data"] = {"X": problem.X}
+    if sample_stats:
+        groups["sample_stats"] = sample_stats
+    return datatree(groups, coords={"feature": np.arange(d), "obs": np.arange(n)},
+                    dims={"length_scale": ["feature"], "X": ["obs", "feature"], "t": ["obs"]},
+                    attrs=attrs)
 
 
 def fit_evidence(problem: GPRegression, *, seed: int | None = None, restarts: int = 3,

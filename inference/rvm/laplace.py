@@ -35,11 +35,10 @@ import xarray as xr
 from scipy import linalg, optimize
 
 from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning
-from sparsebayes.models.kernels import GaussianKernel
 
 from ..likelihoods import Bernoulli, likelihood_for, pair_gradient, pair_logits
-from ..numerics import cholesky, gaussian_draws, one_blas_thread, warn_user
-from ..results import make_datatree, pointwise_budget_ok, relevance_counts
+from ..numerics import cholesky, cholesky_inverse, one_blas_thread, warn_user
+from ..results import classification_datatree
 from . import compiled
 from .mackay import mackay_update
 from .sequential import BlockProducts, DenseProducts, Policy, SequentialSparseBayes
@@ -67,7 +66,6 @@ MAX_RUN = 256
 # nats took two thirds of the re-linearisations, moving no prediction.
 STALL, STALL_GAIN = 10, 0.01
 THAW_GAIN = 1.0  # a frozen action is tried again once the evidence has risen this much (nats)
-LOGLIK_BLOCK = 2_000_000  # logits held at once when the pointwise log-likelihood is drawn
 PHI2_MAX = 4_000_000  # the fast loop keeps Phi**2 (for phi_m^T B phi_m) up to this size
 _NO_COLS = np.empty(0, int)  # Laplace.cols until the caller sets them
 
@@ -97,9 +95,7 @@ class Laplace:
     @property
     def Sigma(self) -> np.ndarray:
         """Eq. (26): ``Sigma = (Phi^T B Phi + A)^-1``."""
-        Linv = linalg.solve_triangular(self.L, np.eye(self.L.shape[0]), lower=True,
-                                       check_finite=False)
-        return Linv.T @ Linv
+        return cholesky_inverse(self.L)
 
 
 def _mode(Phi_act: np.ndarray, cls: np.ndarray, lik, alpha: np.ndarray,
@@ -554,50 +550,15 @@ def check_classes(problem) -> None:
                   "weights and probabilities rest on one point", NumericalWarning)
 
 
-def _draws_loglik(lik, theta_draws: np.ndarray, Phi_act: np.ndarray, cls: np.ndarray
-                  ) -> np.ndarray:
-    """Pointwise ``ln p(t_n | w)`` (chain, draw, obs) for weight draws of the pairs, a block
-    of draws at a time: the logits of every draw at once are K times the result (USPS, K =
-    10, 1000 draws x 7291 points: 583 MB, and a 4 GB peak with the softmax's temporaries)."""
-    K = lik.n_out
-    lead = theta_draws.shape[:-1]
-    flat = theta_draws.reshape(int(np.prod(lead)), theta_draws.shape[-1])  # P may be 0
-    N = Phi_act.shape[0]
-    out = np.empty((flat.shape[0], N))
-    step = max(1, LOGLIK_BLOCK // (N * K))
-    for a in range(0, flat.shape[0], step):
-        out[a : a + step] = lik.loglik(pair_logits(Phi_act, cls, flat[a : a + step], K))
-    return out.reshape(*lead, N)
-
-
 def laplace_datatree(problem, basis, lik, lap: Laplace, res: ClassFit, *, softmax_model, shared,
-                 seed, draws, chains, n_iter, trace, method) -> xr.DataTree:
-    """Binary: ``w``, ``alpha`` on dim ``basis``; ``w`` is the logit weight of
-    ``classes[1]``. Softmax: ``w``, ``alpha`` on dims (``basis``, ``class``) over the union of
-    the columns relevant for any class; a weight pruned for one class has ``w = 0`` there and
-    ``alpha = inf`` in ``gaussian_posterior``, but the largest float in ``posterior`` (ArviZ's
-    ESS of a constant ``inf`` is NaN, which made ``az.loo``'s relative efficiency NaN and
-    its Pareto k wrong). ``gaussian_posterior``: ``mu`` and ``Sigma`` (binary: (basis,
-    basis_bis); softmax: (basis, class, basis_bis, class_bis), the joint Laplace covariance)."""
-    if not isinstance(draws, int | np.integer) or draws <= 0:
-        raise ValueError(f"draws must be a positive integer, got {draws!r}")
-    if not isinstance(chains, int | np.integer) or chains <= 0:
-        raise ValueError(f"chains must be a positive integer, got {chains!r}")
-    rng = np.random.default_rng(seed)
-    Sigma = lap.Sigma
-    theta_draws = gaussian_draws(lap.theta, Sigma, (chains, draws), rng)
-    K = lik.n_out
-    Phi_act = basis.design(problem.X, columns=lap.cols)
-    loglik = (_draws_loglik(lik, theta_draws, Phi_act, lap.cls)
-              if pointwise_budget_ok(chains, draws, problem.X.shape[0]) else None)
+                     seed, draws, chains, n_iter, trace, method) -> xr.DataTree:
+    """The result of a Laplace fit (:func:`~..results.classification_datatree`): ``w`` drawn
+    from the Laplace Gaussian ``N(theta, H^-1)`` (T01 eq. 26), ``alpha`` the type-II ML point
+    values, the evidence trace in ``sample_stats.log_evidence``."""
     attrs = {
-        "log_likelihood_omitted": None if loglik is not None else (
-            f"{chains} x {draws} x {problem.X.shape[0]} pointwise values exceed the budget; "
-            "pass fewer draws for az.loo"),
         "log_evidence": float(lap.log_evidence),
         "converged": int(res.converged and lap.converged),
         "n_iter": int(n_iter),
-        "likelihood": "softmax" if softmax_model else "bernoulli",
         "alpha_shared": int(shared),
         "n_at_alpha_floor": int(res.at_floor),
         "hyperparameters": "point estimates (type-II ML, Laplace approximation): alpha is "
@@ -605,48 +566,10 @@ def laplace_datatree(problem, basis, lik, lap: Laplace, res: ClassFit, *, softma
                            "N(mu, Sigma)",
         "default_predict_kind": "moderated",
     }
-    if isinstance(basis.kernel, GaussianKernel):
-        attrs["width"] = np.atleast_1d(np.asarray(basis.kernel.width, dtype=float))
-    stats = {"log_evidence": (("iteration",), np.asarray(trace))}
-    if not softmax_model:
-        attrs["positive_class"] = str(problem.classes[1])
-        return make_datatree(
-            problem, basis=basis, columns=lap.cols,
-            posterior={"w": theta_draws,
-                       "alpha": np.broadcast_to(lap.alpha, (chains, draws, lap.cols.size)).copy()},
-            log_likelihood=loglik, sample_stats=stats,
-            gaussian={"mu": lap.theta, "Sigma": Sigma, "alpha": lap.alpha},
-            attrs=attrs,
-        )
-    ucols, pos = np.unique(lap.cols, return_inverse=True)
-    Mu = ucols.size
-    W = np.zeros((chains, draws, Mu, K))
-    W[:, :, pos, lap.cls] = theta_draws
-    A = np.full((Mu, K), np.inf)
-    A[pos, lap.cls] = lap.alpha
-    mu = np.zeros((Mu, K))
-    mu[pos, lap.cls] = lap.theta
-    S4 = np.zeros((Mu, K, Mu, K))
-    S4[pos[:, None], lap.cls[:, None], pos[None, :], lap.cls[None, :]] = Sigma
-    class_labels = np.asarray(problem.classes).astype(str)
-    dt = make_datatree(
-        problem, basis=basis, columns=ucols,
-        posterior={"w": W, "alpha": np.broadcast_to(np.minimum(A, np.finfo(float).max),
-                                                     (chains, draws, Mu, K)).copy()},
-        log_likelihood=loglik, sample_stats=stats, attrs=attrs,
-        extra_dims={"w": ["basis", "class"], "alpha": ["basis", "class"]},
-        extra_coords={"class": class_labels},
-    )
-    labels = dt["posterior"]["basis"].values
-    gp = xr.Dataset(
-        {"mu": (("basis", "class"), mu), "alpha": (("basis", "class"), A),
-         "Sigma": (("basis", "class", "basis_bis", "class_bis"), S4)},
-        coords={"basis": labels, "basis_bis": labels, "class": class_labels,
-                "class_bis": class_labels},
-    )
-    dt["gaussian_posterior"] = xr.DataTree(gp)
-    dt.attrs.update(relevance_counts(basis, ucols))
-    return dt
+    return classification_datatree(
+        problem, basis, lik, theta=lap.theta, Sigma=lap.Sigma, alpha=lap.alpha, cols=lap.cols,
+        cls=lap.cls, sample_stats={"log_evidence": (("iteration",), np.asarray(trace))},
+        attrs=attrs, seed=seed, draws=draws, chains=chains)
 
 
 def warn_fit(notes, at_floor: int, alpha_min: float, converged: bool, method: str,
@@ -699,8 +622,8 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, like
     warn_fit(notes, res.at_floor, alpha_min, res.converged and lap.converged, method,
              max_iter)
     return laplace_datatree(problem, basis, lik, lap, res, softmax_model=softmax_model,
-                        shared=shared, seed=seed, draws=draws, chains=chains, n_iter=n_iter,
-                        trace=trace, method=method)
+                            shared=shared, seed=seed, draws=draws, chains=chains,
+                            n_iter=n_iter, trace=trace, method=method)
 
 
 def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-3,

@@ -43,14 +43,11 @@ from sparsebayes.models import GammaPrior, NumericalWarning
 from sparsebayes.models.priors import resolve_prior
 
 from ..likelihoods import likelihood_for, pair_logits
-from ..numerics import cholesky, one_blas_thread, warn_user
-from ..results import relevance_counts
+from ..numerics import cholesky, cholesky_inverse, one_blas_thread, warn_user
+from ..results import classification_datatree, relevance_counts
 from .laplace import (
     ALPHA_MIN,
-    ClassFit,
-    Laplace,
     check_classes,
-    laplace_datatree,
     warn_fit,
 )
 from .sequential import DenseProducts, Policy, SequentialSparseBayes
@@ -531,44 +528,30 @@ def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPri
     _check_bound(st.bound)
     warn_fit(st.notes, st.at_floor, alpha_min, st.converged, "vrvm", max_iter)
     softmax_model = K > 2
-    lik = likelihood_for(problem.t, K, softmax_model)
-    L = cholesky(st.H)
-    lap = Laplace(theta=st.mu, alpha=st.alpha, cols=st.cols, cls=st.cls,
-                  F=pair_logits(Phi[:, st.cols], st.cls, st.mu, lik.n_out), L=L, loglik=np.nan,
-                  log_evidence=float(st.bound[-1]), gradient=np.zeros(st.mu.size),
-                  n_iter=st.n_iter, converged=st.converged)
-    res = ClassFit(st.cols, st.cls, st.alpha, lap, list(st.bound), st.converged, st.n_iter,
-               st.at_floor)
-    dt = laplace_datatree(problem, basis, lik, lap, res, softmax_model=softmax_model, shared=False,
-                      seed=seed, draws=draws, chains=chains, n_iter=st.n_iter,
-                      trace=st.bound, method="vrvm")
-    # q(alpha_i) = Gamma(k, rate k / <alpha_i>): draws and parameters
-    k = st.q_alpha_shape
-    rng = np.random.default_rng(None if seed is None else seed + 1)
-    post = dt["posterior"].to_dataset()
-    gauss = dt["gaussian_posterior"].to_dataset()
-    draws_alpha = rng.gamma(k, 1.0, post["alpha"].shape) * (gauss["alpha"].values / k)
-    big = np.finfo(float).max
-    post["alpha"] = post["alpha"].copy(data=np.where(np.isfinite(draws_alpha),
-                                                     draws_alpha, big))
-    gauss["q_alpha_shape"] = k
-    gauss["q_alpha_rate"] = k / gauss["alpha"]
-    dt["posterior"] = xr.DataTree(post)
-    dt["gaussian_posterior"] = xr.DataTree(gauss)
-    stats = dt["sample_stats"].to_dataset().rename({"log_evidence": "elbo"})
-    dt["sample_stats"] = xr.DataTree(stats)
-    del dt.attrs["log_evidence"]
+    attrs = {
+        "elbo": float(st.bound[-1]),
+        "converged": int(st.converged),
+        "n_iter": int(st.n_iter),
+        "alpha_shared": 0,
+        "n_at_alpha_floor": int(st.at_floor),
+        "bound_up_to_constant": int(not (prior.a > 0 and prior.b > 0)),
+        "prior": prior.to_json(),
+        "likelihood_bound": softmax_bound if softmax_model else "jaakkola-jordan",
+        "hyperparameters": "mean-field variational posterior (Bishop & Tipping 2000): w and "
+                           "alpha are independent draws from q(w) q(alpha); pruned weights "
+                           "have <alpha> = inf",
+        "default_predict_kind": "moderated",
+    }
+    Sigma = cholesky_inverse(cholesky(st.H))
+    # q(alpha_i) = Gamma(k, rate k / <alpha_i>): alpha drawn from it
+    dt = classification_datatree(
+        problem, basis, likelihood_for(problem.t, K, softmax_model), theta=st.mu,
+        Sigma=Sigma, alpha=st.alpha, cols=st.cols, cls=st.cls,
+        sample_stats={"elbo": (("iteration",), np.asarray(st.bound))}, attrs=attrs,
+        seed=seed, draws=draws, chains=chains, q_alpha_shape=st.q_alpha_shape)
     if not flat:  # every weight kept: count the well-determined ones
-        gamma = 1.0 - st.alpha * np.diag(np.linalg.inv(st.H))
+        gamma = 1.0 - st.alpha * np.diag(Sigma)
         dt.attrs.update(relevance_counts(basis, np.unique(st.cols[gamma > relevance])))
-    dt.attrs.update(
-        elbo=float(st.bound[-1]), bound_up_to_constant=int(not (prior.a > 0 and prior.b > 0)),
-        prior=prior.to_json(),
-        likelihood_bound=softmax_bound if softmax_model else "jaakkola-jordan",
-        hyperparameters="mean-field variational posterior (Bishop & Tipping 2000): w and "
-                        "alpha are independent draws from q(w) q(alpha); pruned weights "
-                        "have <alpha> = inf",
-        default_predict_kind="moderated")
     return dt
 
 
