@@ -26,7 +26,7 @@ from report import markdown_table, write_report
 
 from sparsebayes.inference import fit, predict
 from sparsebayes.models import GammaPrior, GaussianKernel, RVMClassification, datasets
-from sparsebayes.models.pymc_models import ALPHA_CEILING, default_sampling_prior
+from sparsebayes.models.priors import ALPHA_CEILING, default_sampling_prior
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from sparsebayes.models.problems import check_targets
+from sparsebayes.models.checks import check_targets
 
 __all__ = [
     "holm",

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .checks import check_inputs, check_labels, check_targets
 from .kernels import sq_distances
-from .problems import check_inputs, check_labels, check_targets
 
 __all__ = ["GPRegression", "GPClassification", "se_ard_covariance", "gp_model"]
 

@@ -23,9 +23,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from .basis import Basis
+from .checks import check_inputs
 from .kernels import GaussianKernel, as_kernel
 from .priors import GammaPrior, unit_scale_prior
-from .problems import check_centres, check_inputs, make_basis
+from .problems import check_centres, make_basis
 from .pymc_models import ard_weights
 
 __all__ = ["RVMLatent"]

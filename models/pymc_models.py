@@ -33,19 +33,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .priors import (  # noqa: F401  (re-exported: the named priors' old home)
-    ALPHA_CEILING,
-    BETA_CEILING,
-    CLASS_SHAPE,
-    SHAPE,
-    GammaPrior,
-    default_sampling_prior,
-    resolve_prior,
-    weakly_informative_prior,
-)
+from .checks import check_inputs
+from .priors import GammaPrior, resolve_prior
 
 __all__ = [
-    "default_sampling_prior",
     "check_proper",
     "regression_model",
     "classification_model",
@@ -311,7 +302,6 @@ def set_inputs(model, problem, X_new) -> None:
     when ``Phi`` is precomputed data (a Python callable kernel)."""
     import pymc as pm
 
-    from .problems import check_inputs
 
     info = getattr(model, "rvm_info", {})
     if info.get("collapsed") and info.get("kind") == "regression":

@@ -21,7 +21,8 @@ from sparsebayes.models import (
     RVMRegression,
     datasets,
 )
-from sparsebayes.models.pymc_models import SHAPE, classification_model, default_sampling_prior
+from sparsebayes.models.priors import SHAPE, default_sampling_prior
+from sparsebayes.models.pymc_models import classification_model
 
 pm = pytest.importorskip("pymc")
 

@@ -29,7 +29,8 @@ from sparsebayes.models import (  # noqa: E402
     RVMRegression,
     SamplingWarning,
 )
-from sparsebayes.models.pymc_models import default_sampling_prior, set_inputs  # noqa: E402
+from sparsebayes.models.priors import default_sampling_prior  # noqa: E402
+from sparsebayes.models.pymc_models import set_inputs  # noqa: E402
 
 STATS = {"diverging", "tree_depth", "step_size", "energy", "lp", "n_steps", "acceptance_rate"}
 

@@ -25,7 +25,7 @@ import numpy as np
 import xarray as xr
 from scipy import special, stats
 
-from sparsebayes.models.problems import check_inputs, check_targets
+from sparsebayes.models.checks import check_inputs, check_targets
 
 from ..numerics import one_blas_thread, weight_posterior
 from ..results import basis_from_posterior, flat_draws

@@ -15,7 +15,7 @@ import numpy as np
 from scipy import linalg
 
 from sparsebayes.models.basis import Basis
-from sparsebayes.models.problems import is_dask
+from sparsebayes.models.checks import is_dask
 
 __all__ = ["GramStatistics", "gram_statistics", "check_memory", "available_memory",
            "CHUNK_BYTES"]

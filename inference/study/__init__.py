@@ -19,9 +19,9 @@ in :data:`sparsebayes.models.datasets.DATASETS`, or the user's data (:mod:`.data
 from sparsebayes.models.datasets import CLASSIFICATION, REGRESSION, Split
 
 from .cells import Cell, run_cell
-from .data import load_split, user_data
+from .data import DataSpec, load_split, parse_data, user_data
 from .run import DEFAULT_STUDY, SMALL_STUDY, StudyConfig, run_study
-from .specs import FAMILIES, DataSpec, MethodSpec, parse_data, parse_methods
+from .specs import FAMILIES, MethodSpec, parse_methods
 from .storage import MANIFEST, TABLE, TIMING_COLUMNS, StudyExistsError, load_table
 
 __all__ = [

@@ -9,112 +9,16 @@ those losses are left empty and the record says ``probabilistic = 0``.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from typing import Any
 
 import numpy as np
 
-from sparsebayes.models.datasets import CLASSIFICATION, REGRESSION, Split
+from sparsebayes.models.datasets import REGRESSION, Split
 
-from .specs import MethodSpec, check_splits, parse_spec
+from .specs import MethodSpec, import_estimator
 
-__all__ = ["estimator_spec", "fit_svm", "make_estimator", "baseline_predictions"]
-
-_SIMPLE = (bool, int, float, str, type(None))
-
-
-def _import(path: str):
-    module, _, attr = path.rpartition(".")
-    if not module:
-        raise ValueError(f"sklearn={path!r}: give the import path module.Class, e.g. "
-                         "sklearn.ensemble.RandomForestRegressor")
-    try:
-        obj = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"sklearn={path!r}: cannot import {attr!r} from {module!r} "
-                         f"({type(exc).__name__}: {exc})") from None
-    return obj
-
-
-def _is_estimator(obj) -> bool:
-    return all(callable(getattr(obj, a, None)) for a in ("fit", "predict", "get_params"))
-
-
-def estimator_spec(source) -> MethodSpec:
-    """A :class:`MethodSpec` of family ``sklearn`` from ``"sklearn=module.Class:k=v..."``
-    or an estimator object; ``ValueError`` if it is no scikit-learn-style estimator (fit,
-    predict, get_params) or a parameter is unknown."""
-    if isinstance(source, str):
-        head, options = parse_spec(source.strip()[len("sklearn="):], "method")
-        check_splits(options, source)
-        params = {k: v for k, v in options.items() if k != "splits"}
-        cls = _import(head)
-        if not (inspect.isclass(cls) and _is_estimator(cls)):
-            raise ValueError(f"sklearn={head!r} is not a scikit-learn estimator class (needs "
-                             "fit, predict and get_params)")
-        try:
-            cls(**params)
-        except TypeError as exc:
-            raise ValueError(f"sklearn={head!r}: bad parameter(s) {sorted(params)}: "
-                             f"{exc}") from None
-        return MethodSpec("sklearn", head, tuple(sorted(options.items())))
-    if inspect.isclass(source) or not _is_estimator(source):
-        raise TypeError(f"a method must be a spec string or a scikit-learn estimator object "
-                        f"(with fit, predict, get_params), got {source!r}")
-    cls = type(source)
-    params = source.get_params(deep=False)
-    try:
-        defaults = cls().get_params(deep=False)
-    except TypeError:  # required constructor arguments: every parameter is named
-        defaults = {}
-    changed = {k: v for k, v in params.items()
-               if k not in defaults or not _same(v, defaults[k])}
-    options = {k: (v if isinstance(v, _SIMPLE) else repr(v).replace(":", ";").replace(",", ";"))
-               for k, v in changed.items()}
-    return MethodSpec("sklearn", _public_path(cls), tuple(sorted(options.items())),
-                      estimator=source)
-
-
-def _public_path(cls) -> str:
-    """``sklearn.ensemble.RandomForestRegressor`` rather than the defining private module
-    ``sklearn.ensemble._forest``: the shortest parent module that exports the class (so
-    the object and its spec string get one label)."""
-    parts = cls.__module__.split(".")
-    for k in range(1, len(parts) + 1):
-        module = ".".join(parts[:k])
-        try:
-            if getattr(importlib.import_module(module), cls.__name__, None) is cls:
-                return f"{module}.{cls.__name__}"
-        except ImportError:
-            continue
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def _same(a, b) -> bool:
-    try:
-        return bool(a == b) if isinstance(a, _SIMPLE) else repr(a) == repr(b)
-    except Exception:
-        return False
-
-
-def estimator_task_reason(spec: MethodSpec, task: str) -> str | None:
-    """``None`` if the estimator fits ``task`` (a classifier for classification, else a
-    regressor), else the reason."""
-    from sklearn.base import is_classifier
-
-    est = spec.estimator if spec.estimator is not None else _import(spec.method)
-    if inspect.isclass(est):
-        try:
-            est = est()
-        except TypeError:
-            return None
-    clf = is_classifier(est)
-    if clf != (task == CLASSIFICATION):
-        kind = "a classifier" if clf else "not a classifier"
-        return f"{spec.method} is {kind}: not for {task}"
-    return None
-
+__all__ = ["fit_svm", "make_estimator", "baseline_predictions"]
 
 def make_estimator(spec: MethodSpec, seed: int):
     """A fresh (cloned) estimator of ``spec``; a ``random_state`` left at ``None`` is set to
@@ -125,7 +29,7 @@ def make_estimator(spec: MethodSpec, seed: int):
         est = clone(spec.estimator)
     else:
         params = {k: v for k, v in spec.options if k != "splits"}
-        est = _import(spec.method)(**params)
+        est = import_estimator(spec.method)(**params)
     if "random_state" in est.get_params(deep=False) and est.get_params()["random_state"] is None:
         est.set_params(random_state=seed)
     return est

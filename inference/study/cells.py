@@ -17,8 +17,8 @@ import numpy as np
 from sparsebayes.models.datasets import CLASSIFICATION, REGRESSION, Split
 
 from . import storage
-from .data import load_split
-from .specs import BASELINES, FAMILIES, RUNNER_OPTIONS, DataSpec, MethodSpec, seed_of
+from .data import DataSpec, load_split
+from .specs import BASELINES, FAMILIES, RUNNER_OPTIONS, MethodSpec, seed_of
 
 __all__ = ["Cell", "run_cell", "score"]
 

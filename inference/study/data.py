@@ -8,6 +8,7 @@ import dataclasses
 import hashlib
 import importlib.util
 import os
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pandas as pd
 from sparsebayes.inference.numerics import unknown_names
 from sparsebayes.models.datasets import (
     CLASSIFICATION,
+    DATASETS,
     REGRESSION,
     DataInfo,
     Split,
@@ -25,9 +27,68 @@ from sparsebayes.models.datasets import (
     random_split,
 )
 
-from .specs import DataSpec, parse_spec, seed_of
+from .specs import distinct, label, parse_spec, seed_of, split_list
 
 __all__ = ["load_split", "user_data", "check_files", "check_data_options"]
+
+@dataclass(frozen=True)
+class DataSpec:
+    """A data set with its options, e.g. ``DataSpec.parse("sinc:n_train=50")``, or the
+    user's data (``DataSpec.parse("mine.csv:target=y")``, :func:`~.data.user_data`): then
+    ``user`` holds its :class:`~sparsebayes.models.datasets.DataInfo` and ``digest`` a hash
+    of its values (a changed file is not resumed from the old cells) and ``source`` the file
+    spec it was read from (empty for data given in Python)."""
+
+    name: str
+    options: tuple[tuple[str, Any], ...] = ()
+    digest: str = ""
+    user: DataInfo | None = field(default=None, compare=False, repr=False)
+    source: str = field(default="", compare=False)
+
+    @classmethod
+    def parse(cls, text: str | DataSpec) -> DataSpec:
+        if isinstance(text, DataSpec):
+            return text
+        if is_file_spec(text):
+            return read_file_spec(text)
+        name, options = parse_spec(text, "data")
+        if name not in DATASETS:
+            raise ValueError(f"unknown data set {name!r}; choose one of {sorted(DATASETS)}, "
+                             "or give a file: PATH.csv:target=COLUMN")
+        check_data_options(name, options, [*DATASETS[name].options, "width"])
+        return cls(name, tuple(sorted(options.items())))
+
+    @property
+    def info(self) -> DataInfo:
+        return self.user if self.user is not None else DATASETS[self.name]
+
+    @property
+    def label(self) -> str:
+        return label(self.name, dict(self.options))
+
+    @property
+    def width(self) -> float:
+        return float(dict(self.options).get("width", self.info.width))
+
+    @property
+    def max_splits(self) -> int | None:
+        """The splits that exist: the stored realisations, or the folds of k-fold CV."""
+        folds = dict(self.options).get("folds", self.info.options.get("folds"))
+        sizes = [k for k in (self.info.max_splits, folds) if isinstance(k, int)]
+        return min(sizes) if sizes else None
+
+
+def parse_data(data) -> list[DataSpec]:
+    """Data specs from ``"sinc,ripley_mixture:n_train=100,mine.csv:target=y"``, a list of
+    specs / :class:`DataSpec`, or a dict ``{name: (X, y) | (DataFrame, target)}`` of the
+    user's data; unknown names raise ``ValueError`` listing the valid ones."""
+    if isinstance(data, dict):
+        specs = [user_data(v, name=k) for k, v in data.items()]
+    else:
+        items = split_list(data) if isinstance(data, str) else list(data)
+        specs = [DataSpec.parse(d) for d in items]
+    return distinct(specs, "data set")
+
 
 FILE_SUFFIXES = (".csv", ".parquet", ".pq")
 # options of the user's data: how to read it, and how to split it (as diabetes)

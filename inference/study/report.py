@@ -23,7 +23,8 @@ from scipy import stats
 from sparsebayes.models.datasets import CLASSIFICATION, REGRESSION, DataInfo
 
 from .cells import Cell
-from .specs import DataSpec, MethodSpec, parse_spec, spec_from_label
+from .data import DataSpec
+from .specs import MethodSpec, parse_spec, spec_from_label
 from .storage import MANIFEST, TABLE, load_table
 
 __all__ = ["write_report", "write_html", "paired_tests", "summary_table", "LOSSES"]

@@ -14,9 +14,9 @@ import pandas as pd
 
 from . import storage
 from .cells import Cell
-from .data import check_files
+from .data import DataSpec, check_files, parse_data
 from .executors import Progress, cost_rank, dask_client, dask_slots, execute
-from .specs import DataSpec, MethodSpec, parse_data, parse_methods, valid_methods
+from .specs import MethodSpec, parse_methods, valid_methods
 
 __all__ = ["run_study", "DEFAULT_STUDY", "SMALL_STUDY"]
 

@@ -1,5 +1,6 @@
-"""Study specs: ``name[:key=value...]`` text for data sets and methods, parsed into
-:class:`DataSpec` / :class:`MethodSpec`.
+"""Study specs: the ``name[:key=value...]`` grammar of data sets and methods, and the methods
+parsed into :class:`MethodSpec` (scikit-learn estimators too); the data sets' own
+:class:`~.data.DataSpec` is in :mod:`.data`.
 
 Method families are registered in one place, :data:`FAMILIES` (add a line there for a new
 model family); the fit methods are those of :data:`sparsebayes.inference.api.FIT_METHODS`.
@@ -8,19 +9,19 @@ model family); the fit methods are those of :data:`sparsebayes.inference.api.FIT
 from __future__ import annotations
 
 import hashlib
+import importlib
+import inspect
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sparsebayes.inference.numerics import unknown_names
-from sparsebayes.models.datasets import CLASSIFICATION, DATASETS, REGRESSION, DataInfo
+from sparsebayes.models.datasets import CLASSIFICATION, REGRESSION
 
 __all__ = [
     "FAMILIES",
-    "DataSpec",
     "MethodSpec",
-    "parse_data",
     "parse_methods",
 ]
 
@@ -74,72 +75,6 @@ def seed_of(*parts: Any) -> int:
 
 
 # --------------------------------------------------------------------------------------
-# data
-# --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class DataSpec:
-    """A data set with its options, e.g. ``DataSpec.parse("sinc:n_train=50")``, or the
-    user's data (``DataSpec.parse("mine.csv:target=y")``, :func:`~.data.user_data`): then
-    ``user`` holds its :class:`~sparsebayes.models.datasets.DataInfo` and ``digest`` a hash
-    of its values (a changed file is not resumed from the old cells) and ``source`` the file
-    spec it was read from (empty for data given in Python)."""
-
-    name: str
-    options: tuple[tuple[str, Any], ...] = ()
-    digest: str = ""
-    user: DataInfo | None = field(default=None, compare=False, repr=False)
-    source: str = field(default="", compare=False)
-
-    @classmethod
-    def parse(cls, text: str | DataSpec) -> DataSpec:
-        if isinstance(text, DataSpec):
-            return text
-        from .data import check_data_options, is_file_spec, read_file_spec
-
-        if is_file_spec(text):
-            return read_file_spec(text)
-        name, options = parse_spec(text, "data")
-        if name not in DATASETS:
-            raise ValueError(f"unknown data set {name!r}; choose one of {sorted(DATASETS)}, "
-                             "or give a file: PATH.csv:target=COLUMN")
-        check_data_options(name, options, [*DATASETS[name].options, "width"])
-        return cls(name, tuple(sorted(options.items())))
-
-    @property
-    def info(self) -> DataInfo:
-        return self.user if self.user is not None else DATASETS[self.name]
-
-    @property
-    def label(self) -> str:
-        return label(self.name, dict(self.options))
-
-    @property
-    def width(self) -> float:
-        return float(dict(self.options).get("width", self.info.width))
-
-    @property
-    def max_splits(self) -> int | None:
-        """The splits that exist: the stored realisations, or the folds of k-fold CV."""
-        folds = dict(self.options).get("folds", self.info.options.get("folds"))
-        sizes = [k for k in (self.info.max_splits, folds) if isinstance(k, int)]
-        return min(sizes) if sizes else None
-
-
-def parse_data(data) -> list[DataSpec]:
-    """Data specs from ``"sinc,ripley_mixture:n_train=100,mine.csv:target=y"``, a list of
-    specs / :class:`DataSpec`, or a dict ``{name: (X, y) | (DataFrame, target)}`` of the
-    user's data; unknown names raise ``ValueError`` listing the valid ones."""
-    from .data import user_data
-
-    if isinstance(data, dict):
-        specs = [user_data(v, name=k) for k, v in data.items()]
-    else:
-        items = split_list(data) if isinstance(data, str) else list(data)
-        specs = [DataSpec.parse(d) for d in items]
-    return _distinct(specs, "data set")
-
-
-# --------------------------------------------------------------------------------------
 # methods
 # --------------------------------------------------------------------------------------
 # THE method registry. family -> task -> (problem kind for FIT_METHODS, predictive kind or
@@ -189,12 +124,8 @@ class MethodSpec:
         if isinstance(text, MethodSpec):
             return text
         if not isinstance(text, str) and hasattr(text, "fit"):
-            from .baselines import estimator_spec
-
             return estimator_spec(text)
         if isinstance(text, str) and text.strip().startswith("sklearn="):
-            from .baselines import estimator_spec
-
             return estimator_spec(text)
         head, options = parse_spec(text, "method")
         family, _, method = head.partition("/")
@@ -236,8 +167,6 @@ class MethodSpec:
             return f"{self.family} does not do {task}"
         kind, pkind = entry
         if self.family == "sklearn":
-            from .baselines import estimator_task_reason
-
             return estimator_task_reason(self, task)
         if kind == "svm":
             return None
@@ -312,10 +241,10 @@ def parse_methods(methods) -> list[MethodSpec]:
     :class:`MethodSpec` and scikit-learn estimator objects."""
     items = split_list(methods) if isinstance(methods, str) else list(methods)
     specs = [MethodSpec.parse(m) for m in items]
-    return _distinct(specs, "method")
+    return distinct(specs, "method")
 
 
-def _distinct(specs: list, what: str) -> list:
+def distinct(specs: list, what: str) -> list:
     """``specs`` if there is one at least and none twice, else ``ValueError``."""
     if not specs:
         raise ValueError(f"no {what} given")
@@ -341,3 +270,102 @@ def valid_methods() -> list[str]:
                 if spec.check(task) is None:
                     out.append(spec.label)
     return sorted(set(out)) + ["sklearn=<module.Estimator>"]
+
+
+# --------------------------------------------------------------------------------------
+# scikit-learn estimators as methods (family "sklearn")
+# --------------------------------------------------------------------------------------
+_SIMPLE = (bool, int, float, str, type(None))
+
+
+def import_estimator(path: str):
+    """The estimator class at the import path ``module.Class`` (``ValueError`` if none)."""
+    module, _, attr = path.rpartition(".")
+    if not module:
+        raise ValueError(f"sklearn={path!r}: give the import path module.Class, e.g. "
+                         "sklearn.ensemble.RandomForestRegressor")
+    try:
+        obj = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"sklearn={path!r}: cannot import {attr!r} from {module!r} "
+                         f"({type(exc).__name__}: {exc})") from None
+    return obj
+
+
+def _is_estimator(obj) -> bool:
+    return all(callable(getattr(obj, a, None)) for a in ("fit", "predict", "get_params"))
+
+
+def estimator_spec(source) -> MethodSpec:
+    """A :class:`MethodSpec` of family ``sklearn`` from ``"sklearn=module.Class:k=v..."``
+    or an estimator object; ``ValueError`` if it is no scikit-learn-style estimator (fit,
+    predict, get_params) or a parameter is unknown."""
+    if isinstance(source, str):
+        head, options = parse_spec(source.strip()[len("sklearn="):], "method")
+        check_splits(options, source)
+        params = {k: v for k, v in options.items() if k != "splits"}
+        cls = import_estimator(head)
+        if not (inspect.isclass(cls) and _is_estimator(cls)):
+            raise ValueError(f"sklearn={head!r} is not a scikit-learn estimator class (needs "
+                             "fit, predict and get_params)")
+        try:
+            cls(**params)
+        except TypeError as exc:
+            raise ValueError(f"sklearn={head!r}: bad parameter(s) {sorted(params)}: "
+                             f"{exc}") from None
+        return MethodSpec("sklearn", head, tuple(sorted(options.items())))
+    if inspect.isclass(source) or not _is_estimator(source):
+        raise TypeError(f"a method must be a spec string or a scikit-learn estimator object "
+                        f"(with fit, predict, get_params), got {source!r}")
+    cls = type(source)
+    params = source.get_params(deep=False)
+    try:
+        defaults = cls().get_params(deep=False)
+    except TypeError:  # required constructor arguments: every parameter is named
+        defaults = {}
+    changed = {k: v for k, v in params.items()
+               if k not in defaults or not _same(v, defaults[k])}
+    options = {k: (v if isinstance(v, _SIMPLE) else repr(v).replace(":", ";").replace(",", ";"))
+               for k, v in changed.items()}
+    return MethodSpec("sklearn", _public_path(cls), tuple(sorted(options.items())),
+                      estimator=source)
+
+
+def _public_path(cls) -> str:
+    """``sklearn.ensemble.RandomForestRegressor`` rather than the defining private module
+    ``sklearn.ensemble._forest``: the shortest parent module that exports the class (so
+    the object and its spec string get one label)."""
+    parts = cls.__module__.split(".")
+    for k in range(1, len(parts) + 1):
+        module = ".".join(parts[:k])
+        try:
+            if getattr(importlib.import_module(module), cls.__name__, None) is cls:
+                return f"{module}.{cls.__name__}"
+        except ImportError:
+            continue
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a == b) if isinstance(a, _SIMPLE) else repr(a) == repr(b)
+    except Exception:
+        return False
+
+
+def estimator_task_reason(spec: MethodSpec, task: str) -> str | None:
+    """``None`` if the estimator fits ``task`` (a classifier for classification, else a
+    regressor), else the reason."""
+    from sklearn.base import is_classifier
+
+    est = spec.estimator if spec.estimator is not None else import_estimator(spec.method)
+    if inspect.isclass(est):
+        try:
+            est = est()
+        except TypeError:
+            return None
+    clf = is_classifier(est)
+    if clf != (task == CLASSIFICATION):
+        kind = "a classifier" if clf else "not a classifier"
+        return f"{spec.method} is {kind}: not for {task}"
+    return None
