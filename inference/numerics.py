@@ -25,6 +25,7 @@ __all__ = [
     "log_evidence",
     "gram_log_evidence",
     "evidence_from_factor",
+    "blas_threads",
     "one_blas_thread",
     "covariance_root",
     "gaussian_draws",
@@ -126,15 +127,23 @@ def _blas_controller():
     return ThreadpoolController()
 
 
+def blas_threads(limit: int | None):
+    """Context limiting BLAS to ``limit`` threads (``None``: no limit), through
+    threadpoolctl."""
+    if limit is None:
+        return contextlib.nullcontext()
+    try:
+        return _blas_controller().limit(limits=limit, user_api="blas")
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        return contextlib.nullcontext()
+
+
 def one_blas_thread():
     """Context limiting BLAS to one thread. On busy cores multithreaded OpenBLAS is many
     times slower on the mid-sized products here (measured: RVM* on 1000 x 1000 points
     74 ms with the default threads, 14 ms with one; a GP likelihood gradient at n = 455
     2.0 s vs 0.025 s)."""
-    try:
-        return _blas_controller().limit(limits=1, user_api="blas")
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return contextlib.nullcontext()
+    return blas_threads(1)
 
 
 def check_positive_int(name: str, value, allow_zero: bool = False) -> int:

@@ -178,7 +178,7 @@ def run_cell(cell: Cell) -> dict[str, Any]:
     has ``status="failed"`` and the error as text, picklable whatever was raised). With
     ``cell.figures`` the record also carries ``"_arrays"`` (plot inputs) and
     ``"_posterior"`` (the DataTree)."""
-    from threadpoolctl import threadpool_limits
+    from sparsebayes.inference.numerics import blas_threads
 
     record: dict[str, Any] = {**cell.key, "task": cell.data.info.task, "status": "ok",
                               "error": "", "fit_seed": cell.fit_seed}
@@ -186,7 +186,7 @@ def run_cell(cell: Cell) -> dict[str, Any]:
     level = pymc_log.level
     pymc_log.setLevel(max(level, logging.WARNING))
     with warnings.catch_warnings(record=True) as caught, \
-            threadpool_limits(limits=cell.blas_threads):
+            blas_threads(cell.blas_threads):
         warnings.simplefilter("always")
         try:
             record.update(_run(cell))
