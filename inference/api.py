@@ -86,7 +86,8 @@ def fit_options(kind: str, method: str) -> tuple[str, ...]:
 def fit(problem, method: str = "evidence", *, seed: int | None = None,
         posterior_predictive: bool = False, prior_predictive: bool = False,
         **options: Any) -> xr.DataTree:
-    """Posterior of ``problem`` by ``method``, as an ArviZ ``DataTree`` (DESIGN.md layout).
+    """Posterior of ``problem`` by ``method``, as an ArviZ ``DataTree`` (one layout for every
+    method, :mod:`~.results`).
 
     Parameters
     ----------

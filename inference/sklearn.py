@@ -40,7 +40,7 @@ from sparsebayes.models import (
     as_kernel,
 )
 
-from .api import PREDICT_KINDS, fit, predict
+from .api import fit, predict
 from .predictive.classification import moderated_log_proba, samples_log_proba
 from .predictive.regression import gaussian_predictive, samples_predictive
 from .results import basis_from_posterior, flat_draws
@@ -189,11 +189,8 @@ def _set_fitted(est, post: xr.DataTree, X: np.ndarray) -> None:
 
 def _library_predicts(post: xr.DataTree) -> bool:
     """Whether :func:`predict` serves this posterior: its kernel can be rebuilt from the
-    DataTree (every built-in kernel can, a user callable cannot) and its default predictive
-    kind is registered (sample-based regression predictives may not be yet)."""
-    kind = post.attrs.get("default_predict_kind")
-    return (json.loads(post.attrs["basis_spec"])["kernel"]["name"] != "callable"
-            and (kind is None or kind in PREDICT_KINDS[post.attrs["problem_kind"]]))
+    DataTree (every built-in kernel can, a user callable cannot)."""
+    return json.loads(post.attrs["basis_spec"])["kernel"]["name"] != "callable"
 
 
 def _design(post: xr.DataTree, kernel, X: np.ndarray) -> np.ndarray:

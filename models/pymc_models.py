@@ -67,7 +67,7 @@ def _coords(problem, basis) -> dict:
     (``X``, or ``Phi`` when the design is precomputed), so ``pm.set_data({"X": X_new})``
     resizes it and the replicates of ``t`` follow ``X`` (PyMC's own idiom, ``shape=x.shape``);
     ArviZ numbers it 0..n-1. With coordinate values it would need ``coords={"obs": ...}``
-    and a matching ``t_obs`` in every ``pm.set_data`` (issue 20)."""
+    and a matching ``t_obs`` in every ``pm.set_data``."""
     labels = np.asarray(basis.labels, dtype=str)
     return {
         "basis": labels,
@@ -158,7 +158,7 @@ def _on_whole_basis(w, Phi):
     """``w`` with a run-time check that it holds a weight for every column of ``Phi``. A
     pruned result (the evidence methods keep only the relevance vectors) given to
     ``pm.sample_posterior_predictive`` would otherwise fail deep in a matrix product; this
-    says what to do instead (issue 13: the PyMC route equals ``predict()`` or refuses)."""
+    says what to do instead (the PyMC route equals ``predict()`` or refuses)."""
     import pytensor.tensor as pt
     from pytensor.raise_op import Assert
 

@@ -238,7 +238,7 @@ def fit_evidence(problem: GPClassification, *, seed: int | None = None, restarts
         "classes": classes_json(problem.classes),
         "covariance": "signal_sd^2 exp(-sum_d (x_d - x'_d)^2 / (2 length_scale_d^2))",
         # the Laplace approximate log marginal likelihood (GPML eq. 3.32) at the type-II
-        # ML optimum, under the name every evidence result uses (issue 20)
+        # ML optimum, under the name every evidence result uses
         "log_evidence": float(log_z),
         "log_marginal_likelihood": float(log_z),
         "restart_log_marginal_likelihood": np.array([r[1] for r in runs]),
@@ -350,7 +350,7 @@ def predict_plugin(post: xr.DataTree, X_new) -> ClassPredictive:
     Algorithm 3.2 / 3.4 line 6), ignoring its variance: the MAP class of GPML eq. 3.26 and
     scikit-learn's ``predict``. Robust where the averaged probabilities are not: at a very
     large signal sd the Laplace variance of saturated classes reverts to the prior's and
-    the average favours the class of largest variance (see NOTES)."""
+    the average favours the class of largest variance."""
     import json
 
     if "f_mode" not in post["constant_data"]:

@@ -266,7 +266,7 @@ def _width_objective(log_width, basis, X, t, cols, alpha, beta):
 
 
 # --------------------------------------------------------------------------------------------
-# Where the ARD widths start: the tied-alpha model, isotropic first (issue 14)
+# Where the ARD widths start: the tied-alpha model, isotropic first
 # --------------------------------------------------------------------------------------------
 
 TIED_MAX_KERNEL_COLUMNS = 300  # kernel columns of the tied model (evenly spaced if more)
@@ -478,7 +478,7 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
     evidence; Tipping §4.3 interleaves the two in the same way), the widths kept within
     ``width_bounds`` (see :func:`fit_fast`). One width per input (ARD): the alternation
     starts from :func:`_tied_start`, not from the problem's widths, so the result does not
-    depend on them (issue 14)."""
+    depend on them."""
     prior = _prior(problem)
     X, t = problem.X, problem.t
     estimate_noise = problem.noise_sd is None

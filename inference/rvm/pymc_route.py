@@ -1,5 +1,5 @@
 """A result's posterior on the whole basis of ``problem.pymc_model()``, for PyMC's
-posterior-predictive route (issue 13)."""
+posterior-predictive route."""
 
 from __future__ import annotations
 

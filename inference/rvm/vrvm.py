@@ -1,8 +1,8 @@
 """The variational RVM for regression (Bishop & Tipping 2000): the factorised posterior
 ``q(w) q(alpha) q(beta)`` by closed-form coordinate ascent on the lower bound of ``ln p(t)``.
 
-Updates and bound as derived in ``papers/bishop_tipping2000_vrvm.md`` §§2-3 (the ARD form of
-PRML eqs. 10.92-10.99); every update maximises the bound in one factor, so the bound never
+Updates and bound of Bishop & Tipping (2000) §§2-3 (the ARD form of PRML eqs.
+10.92-10.99); every update maximises the bound in one factor, so the bound never
 decreases. NumPy/SciPy only.
 """
 
