@@ -1,4 +1,4 @@
-"""Learned ARD widths (``learn_width=True``, one Gaussian width per input; issue 14) side by
+"""Learned ARD widths (``learn_width=True``, one Gaussian width per input) side by
 side with scikit-learn's ``GaussianProcessRegressor`` (ARD RBF + white noise, type-II ML,
 one start) and with the RVM at one fixed width.
 
@@ -91,7 +91,7 @@ def main() -> None:
     ref = statistics.median(r["s"] for r in rows["RVM, ARD widths learned"])
     load = os.getloadavg()[0]
     out = [
-        "# Learned ARD widths (issue 14): Friedman #1 and an N = 2000 fit",
+        "# Learned ARD widths: Friedman #1 and an N = 2000 fit",
         "",
         f"One BLAS thread, load average {load:.2f}; times are medians of one fit per data set.",
         "",

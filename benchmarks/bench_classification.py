@@ -5,7 +5,7 @@ Methods, all with the same Gaussian kernel ``exp(-|x - c|^2 / r^2)`` (``gamma = 
 moderated probabilities), ``fastrvm`` (``RVC``, with intercept), ``sklearn-rvm`` (``EMRVC``)
 and scikit-learn ``SVC`` with C chosen by 5-fold CV (``GridSearchCV`` over 10^-1..10^3; its
 probabilities are Platt's, ``probability=True``). Width 0.5 for Ripley (Tipping 2001 §4.2)
-and 0.7 for banana (the reproduction's r_RVM, ``shared/papers/dd2434_reproduction.md``).
+and 0.7 for banana (r_RVM of the KTH DD2434 reproduction of Tipping (2001), Table 1).
 
 Every method fits a small problem once before timing (imports, BLAS start-up), then the
 median of ``--repeats`` fits is reported (sklearn-rvm: one fit, it takes seconds). The SVC fit
@@ -115,7 +115,8 @@ def measure(method: str, data, repeats: int) -> dict:
 
 def measure_subsets(method: str, n_subsets: int) -> dict:
     """Ripley-100 over ``n_subsets`` random 100-point subsets of the 250 training points (the
-    10-subset protocol of issue 3, doubled): median fit time, mean error, log loss, vectors."""
+    10-subset protocol of the classification tests, doubled): median fit time, mean error,
+    log loss, vectors."""
     from sparsebayes.models import datasets
 
     Xtr, ytr = datasets.load_ripley("train", data_dir=DATA)
@@ -178,7 +179,7 @@ def main() -> None:
         "`OPENBLAS_NUM_THREADS=" + os.environ.get("OPENBLAS_NUM_THREADS", "unset")
         + f"`, load average {load[0]:.1f} during the run (a shared 2-core machine: absolute "
         "times are inflated, ratios less so). Median of repeated fits; `python "
-        "benchmarks/bench_classification.py`. Targets (issue 3): fit within 3x of fastrvm, "
+        "benchmarks/bench_classification.py`. Targets: fit within 3x of fastrvm, "
         ">= 50x faster than sklearn-rvm, equal or better log loss.\n\n")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(header + "\n".join(sections))

@@ -1,4 +1,4 @@
-"""The main job, timed as a new user meets it (issue 15): ``sparsebayes study`` with the
+"""The main job, timed as a new user meets it: ``sparsebayes study`` with the
 default study (every method on all 10 splits, NUTS 4 x (500 + 2000) draws on a 30-centre
 dictionary, ADVI on a 50-centre one) in a fresh output folder with cold compilation caches
 (a new PyTensor ``base_compiledir`` and ``NUMBA_CACHE_DIR``, as on a fresh machine), on
@@ -46,7 +46,7 @@ def main() -> None:
             row["max R-hat"] = f"{good['max_rhat'].max():.4f}"
             row["divergences"] = int(good["divergences"].sum())
         rows.append(row)
-    lines = ["# The default study, cold caches (issue 15)", "",
+    lines = ["# The default study, cold caches", "",
              f"{os.cpu_count()} cores, 1-minute load average {load:.2f} at the start; "
              "`python benchmarks/bench_default_study.py` (a fresh output folder, fresh "
              "PyTensor and numba caches).", "",

@@ -6,7 +6,7 @@ Gaussian kernel width 3, 4 chains x 1000 draws (1000 tuning), nutpie. Reports di
 max R-hat, min bulk / tail ESS over the sampled parameters, compile and sampling time and
 ESS per second, side by side, in ``benchmarks/results/nuts.md``.
 
-Targets (issue 4): default model with at most 1 divergence per 4000 draws, R-hat <= 1.01,
+Targets: default model with at most 1 divergence per 4000 draws, R-hat <= 1.01,
 bulk and tail ESS >= 400, ESS/s >= 20x the naive model's, compile + sampling < 2 min.
 A second table puts every method on the same problem: wall time (targets: ADVI to
 convergence < 30 s, vrvm < 1 s), noise estimate and RMSE of the predictive mean against sinc.

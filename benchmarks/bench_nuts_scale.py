@@ -1,10 +1,10 @@
-"""NUTS with a basis dictionary: cost per draw set by M, not N (issue 12).
+"""NUTS with a basis dictionary: cost per draw set by M, not N.
 
 1. Boston house prices (455 training points of the 506, 13 standardised inputs, target
    standardised), ``centres=100`` k-means centres, Gaussian width sqrt(13), 4 chains x 1000
    draws (1000 tuning), nutpie, including compilation. Beside it the evidence fit of the same
    dictionary model. (The classic RVM, M = 456, costs O(M^3) per gradient: one chain of
-   200 + 200 draws took 85 s already at N = 200, issue 12.) Target: < 3 min, 0
+   200 + 200 draws took 85 s already at N = 200.) Target: < 3 min, 0
    divergences, R-hat < 1.01.
 2. Time per draw at fixed M = 100 for N = 200, 1000, 5000 (noisy 2-D sinc): flat in N.
 
@@ -89,7 +89,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     a = boston(args.draws, args.chains)
     b = per_draw(min(args.draws, 500), min(args.chains, 2))
-    lines = ["# NUTS with a basis dictionary (issue 12)", "",
+    lines = ["# NUTS with a basis dictionary", "",
              f"{os.cpu_count()} cores, 1-minute load average {load:.2f} at the start (other "
              "jobs share the cores); nutpie; wall time includes compilation.", "",
              f"## Boston (455 / 51 split, standardised), {args.chains} x {args.draws} draws",

@@ -1,4 +1,4 @@
-"""Predictive benchmarks (issue 7), ratios written to ``benchmarks/results/predictive.md``.
+"""Predictive benchmarks, ratios written to ``benchmarks/results/predictive.md``.
 
 1. RVM* vs RVM prediction cost: evidence fit on N = 1000 training points, then
    ``predict(kind="rvm")`` and ``predict(kind="rvm*")`` on 1000 test points (median of

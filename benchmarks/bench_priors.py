@@ -1,4 +1,4 @@
-"""The default sampling prior vs ``prior="weakly_informative"`` (issue 13): what each says
+"""The default sampling prior vs ``prior="weakly_informative"``: what each says
 before the data (prior predictive) and what the posteriors do with it.
 
 Sinc (100 points, noise sd 0.1, width 3; 1000 noise-free test points) and Ripley-100 (a fixed

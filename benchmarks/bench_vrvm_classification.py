@@ -6,8 +6,8 @@ random subsets, scikit-learn's Wisconsin breast cancer (569 x 30, standardised, 
 80/20 split, width 8 as in the study's ``breast_cancer_wisconsin``) and a 3-class problem
 (three Gaussian blobs, 150 training / 900 test points, width 1.5; VRVM with Böhning's
 bound). Both methods return the default result (1000 weight draws). Each method fits a small
-problem once before timing, then the median of ``--repeats`` fits is reported. Target
-(issue 14): VRVM fit time within 10x of the Laplace evidence fit. Writes
+problem once before timing, then the median of ``--repeats`` fits is reported. Target:
+VRVM fit time within 10x of the Laplace evidence fit. Writes
 ``benchmarks/results/vrvm_classification.md``.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_vrvm_classification.py [--repeats 15]
@@ -133,7 +133,7 @@ def main() -> None:
         "`OPENBLAS_NUM_THREADS=" + os.environ.get("OPENBLAS_NUM_THREADS", "unset")
         + f"`, load average {load[0]:.1f} during the run (a shared 2-core machine: absolute "
         "times are inflated, ratios less so). Median of repeated fits; `python "
-        "benchmarks/bench_vrvm_classification.py`. Target (issue 14): VRVM fit within 10x of "
+        "benchmarks/bench_vrvm_classification.py`. Target: VRVM fit within 10x of "
         "the Laplace evidence fit. `iterations`: the evidence method's sequential steps, the "
         "VRVM's updates of the variational parameters (3 sequential steps each).\n\n")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -18,27 +18,24 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .checks import check_inputs, check_labels, check_targets
-from .kernels import sq_distances
+from .kernels import GaussianKernel
 
 __all__ = ["GPRegression", "GPClassification", "se_ard_covariance", "gp_model"]
 
 
 def se_ard_covariance(X1: np.ndarray, X2: np.ndarray | None, length_scale,
                       signal_sd: float) -> np.ndarray:
-    """``signal_sd^2 exp(-||(x - x') / length_scale||^2 / 2)`` for all pairs (R&W eq. 5.1);
-    ``X2=None`` means ``X1`` (the result is then exactly symmetric)."""
-    ls = np.asarray(length_scale, dtype=float)
-    Z1 = X1 / ls
+    """``signal_sd^2 exp(-||(x - x') / length_scale||^2 / 2)`` for all pairs (R&W eq. 5.1):
+    the RVM's Gaussian kernel (Tipping 2001 eq. 30) at widths ``r = sqrt(2) length_scale``,
+    scaled. ``X2=None`` means ``X1`` (the result is then exactly symmetric)."""
+    kernel = GaussianKernel(np.sqrt(2.0) * np.asarray(length_scale, dtype=float))
+    K = kernel(X1, X1 if X2 is None else X2)
     if X2 is None:
-        D = sq_distances(Z1, Z1)
-        D = 0.5 * (D + D.T)
-        np.fill_diagonal(D, 0.0)
-    else:
-        D = sq_distances(Z1, X2 / ls)
-    D *= -0.5
-    np.exp(D, out=D)
-    D *= signal_sd**2
-    return D
+        K += K.T
+        K *= 0.5
+        np.fill_diagonal(K, 1.0)
+    K *= signal_sd**2
+    return K
 
 
 def _positive(name: str, value, shape: tuple[int, ...] | None = None):

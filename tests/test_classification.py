@@ -453,8 +453,9 @@ def test_ripley_tipping_section_4_2():
     assert np.mean(n_rv) <= 8
 
 
-# Tipping (2001) Table 2 (§4.4): RVM error % and relevance vectors; heart from the published
-# reproduction (shared/papers/dd2434_reproduction.md, Table 2, "New err RVM" / "New vec RVM").
+# Tipping (2001) Table 2 (§4.4): RVM error % and relevance vectors; heart from the
+# DD2434 reproduction of Tipping (2001) (a KTH course report), Table 2, "New err RVM" /
+# "New vec RVM".
 IDA_TABLE = {"banana": (10.8, 11.4), "breast_cancer": (29.9, 6.3), "german": (22.2, 12.5),
              "heart": (18.2, 6.6)}
 # widths r = c sqrt(d): the IDA inputs are standardised, so a typical squared distance is 2d

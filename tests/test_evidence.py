@@ -128,7 +128,7 @@ def test_initial_alpha_is_eq26():
 
 def test_mackay_matches_sklearn_ard():
     """Eqs. (44), (46) with a..d = 1e-6 are exactly scikit-learn's ARDRegression updates on
-    [1, K] (shared/papers/README): same start, same updates, same pruning threshold."""
+    [1, K] (as in scikit-learn's source): same start, same updates, same pruning threshold."""
     from sklearn.linear_model import ARDRegression
 
     rng = np.random.default_rng(0)

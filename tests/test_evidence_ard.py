@@ -1,5 +1,5 @@
 """Learned ARD widths (``learn_width=True`` with one Gaussian width per input) whose result
-does not depend on the starting widths (issue 14): the sparse fit starts from the evidence
+does not depend on the starting widths: the sparse fit starts from the evidence
 optimum of the tied-alpha model (isotropic first), each claim against an independent
 reference (Tipping 2001 §4.4.1, the Friedman #1 function itself, dense eq. 15, finite
 differences, the design path). The ten data sets of §4.4.1 are in benchmarks/bench_ard.py;

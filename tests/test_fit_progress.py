@@ -1,4 +1,4 @@
-"""fit() for a user at a terminal (issue 19 item 5): progress bars of the samplers, clear
+"""fit() for a user at a terminal: progress bars of the samplers, clear
 messages in place of PyMC's, option names checked, warnings at the user's line."""
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ def test_type2_ml_reaches_scikit_learns_optimum():
 
 
 def test_log_evidence_attr_equals_scikit_learn_at_the_optimum():
-    """Issue 20: a binary GP classification result carries log_evidence (read as NaN
+    """A binary GP classification result carries log_evidence (read as NaN
     before), the Laplace log marginal likelihood (GPML eq. 3.32) at its type-II ML optimum:
     scikit-learn's log_marginal_likelihood(theta) at the fitted hyperparameters (theta =
     log sf^2, log length scales for ConstantKernel * RBF). Also with every hyperparameter

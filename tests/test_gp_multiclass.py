@@ -143,7 +143,7 @@ def test_algorithm_3_4_moments_equal_dense_and_mc_probabilities_equal_quadrature
 
 
 def test_log_evidence_attr_equals_dense_newton_at_the_optimum():
-    """Issue 20: a K > 2 result carries log_evidence (read as NaN before), GPML eq. 3.44 at
+    """A K > 2 result carries log_evidence (read as NaN before), GPML eq. 3.44 at
     its type-II ML optimum: recomputed by dense Newton on the whole nK latent vector
     (``_dense``, no Algorithm 3.3 blocks) at the fitted hyperparameters (measured: 2e-7
     apart on 15 points in 2-D, where K's condition number is 5e9)."""

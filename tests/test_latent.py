@@ -1,4 +1,4 @@
-"""RVMLatent: the RVM's latent function inside a user's own PyMC model (issue 13, item 4),
+"""RVMLatent: the RVM's latent function inside a user's own PyMC model,
 each against an independent reference: the library's own PyMC model of the same RVM
 (T01 eqs. 1-6), the truth of simulated data, the Gaussian RVM's evidence fit, and NumPy's
 design matrix."""

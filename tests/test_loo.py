@@ -205,7 +205,7 @@ def test_sampled_loo_agrees_with_plain_psis_over_the_weights(sinc_study):
 @pytest.mark.slow
 def test_each_methods_loo_is_unbiased_where_az_loo_on_the_stored_loglik_is_optimistic(
         sinc_study):
-    """The issue's case: az.compare on the stored log-likelihood put the evidence fit first
+    """The motivating case: az.compare on the stored log-likelihood put the evidence fit first
     (its PSIS holds alpha, beta and the pruning fitted to all points). Measured on sinc
     seeds 0-3 (N = 100; held-out = N x the mean log density on 5000 new points): the exact
     refit LOO of the evidence fit minus held-out is -2.0, -3.6, +4.1, +10.9 nats (se 7.7-9.1)

@@ -225,7 +225,7 @@ def test_pytensor_kernels_equal_the_numpy_ones(name):
 
 
 def test_documented_set_data_route_out_of_sample_without_coords():
-    """Issue 20: the README's route, `with problem.pymc_model(): pm.set_data({"X": X_new});
+    """The README's route, `with problem.pymc_model(): pm.set_data({"X": X_new});
     pm.sample_posterior_predictive(post, var_names=["t"])`, with 7 new points after 40
     training ones and no coords argument (failed with a CoordinateValidationError on 'obs',
     40 vs 7). Its replicates' mean and variance are predict()'s at X_new (ADVI draws),
@@ -305,7 +305,7 @@ def test_pruned_results_on_the_pymc_route_through_pymc_trace(method):
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["regression", "classification"])
 def test_every_arviz_check_runs_on_every_method(task):
-    """Issue 13 item 1: az.loo, az.loo_pit, az.plot_ppc_dist, az.plot_ppc_pit, az.plot_lm,
+    """az.loo, az.loo_pit, az.plot_ppc_dist, az.plot_ppc_pit, az.plot_lm,
     az.plot_prior_posterior and az.compare on a result of every method (with a proper,
     weakly informative prior, so every method has prior draws). Correctness of the groups
     is tested above; here every pairing runs and gives finite values."""

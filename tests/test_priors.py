@@ -1,4 +1,4 @@
-"""Named hyperpriors and the ``prior`` / ``prior_predictive`` groups (issue 13, item 5), each
+"""Named hyperpriors and the ``prior`` / ``prior_predictive`` groups, each
 against an independent reference: PyMC's own forward sampler on ``problem.pymc_model()``,
 SciPy's log-gamma distribution, and the Gaussian prior predictive given (alpha, beta)
 (T01 eqs. 5, 15)."""
@@ -43,7 +43,7 @@ def _pymc_prior_predictive(model, draws=1000, seed=2) -> np.ndarray:
 def test_default_prior_predictive_is_finite_where_the_old_shape_underflowed():
     """PyMC's forward sampler on the default model: every draw finite. With the previous
     shape a = c = 0.01, NumPy's Gamma sampler underflows some alpha_i to 0 (w_i infinite):
-    the defect issue 13 reported (2.3% of draws; 6% here with M = 101)."""
+    a defect found earlier (2.3% of draws; 6% here with M = 101)."""
     X, t = _sinc()
     prob = RVMRegression(X, t, GaussianKernel(3.0))
     p = default_sampling_prior(prob)
@@ -53,7 +53,7 @@ def test_default_prior_predictive_is_finite_where_the_old_shape_underflowed():
 
 
 def test_weakly_informative_prior_is_at_the_scale_of_the_data():
-    """Median prior-predictive sd within a factor 10 of sd(t) (the issue's target; measured
+    """Median prior-predictive sd within a factor 10 of sd(t) (the target; measured
     0.8), on the sinc data and on the same data in other units; the default's is ~1e18."""
     X, t = _sinc()
     for scale in (1.0, 1e3):

@@ -1,4 +1,4 @@
-"""Classification posteriors by NUTS and ADVI with the default hyperprior (issue 4), against
+"""Classification posteriors by NUTS and ADVI with the default hyperprior, against
 closed forms (SciPy) and the Laplace / evidence posterior (a second algorithm).
 
 Ripley-100: a fixed random 100 of Ripley's 250 training points, width 0.5 (Tipping 2001,

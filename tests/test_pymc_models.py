@@ -1,4 +1,4 @@
-"""The hierarchical PyMC models of the RVM and their NUTS / ADVI posteriors (issue 4).
+"""The hierarchical PyMC models of the RVM and their NUTS / ADVI posteriors.
 
 nutpie compiles each model shape once (~10-40 s cold); the fixtures below share shapes so
 the compiled samplers are reused (inference.pymc_fit keeps them)."""
@@ -382,7 +382,7 @@ def test_nuts_classification(n_classes):
 
 
 def test_advi_sinc_meets_evidence(sinc100, advi_sinc):
-    """Issue 4 target: mean-field ADVI's predictive mean within 1.5x of the evidence
+    """Target: mean-field ADVI's predictive mean within 1.5x of the evidence
     method's RMSE (to the true sinc), and its noise estimate within 30% of the truth 0.1."""
     f_true = np.sinc(sinc100.X[:, 0] / np.pi)
     ev = fit(sinc100, "evidence", seed=1)

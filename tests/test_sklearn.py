@@ -534,7 +534,7 @@ def test_property_invalid_inputs_raise_value_error(kind, n):
 
 
 # --------------------------------------------------------------------------------------------
-# Comparisons with scikit-learn on its bundled data (issue 6)
+# Comparisons with scikit-learn on its bundled data
 # --------------------------------------------------------------------------------------------
 
 SPLITS = range(5)
@@ -554,7 +554,7 @@ def not_worse(loss_a, loss_b) -> float:
 
 @pytest.mark.slow
 def test_diabetes_rvr_vs_ard_on_the_same_basis_and_cross_validated_svr():
-    """Issue 6 on scikit-learn's diabetes data (80/20 splits, standardised inputs), three
+    """On scikit-learn's diabetes data (80/20 splits, standardised inputs), three
     splits pooled. "Matches" = mean test RMSE within 2% and a one-sided paired t-test on the
     pooled squared errors does not find RVR worse (p > 0.05).
 
@@ -599,7 +599,7 @@ def test_diabetes_rvr_vs_ard_on_the_same_basis_and_cross_validated_svr():
 
 @pytest.mark.slow
 def test_breast_cancer_rvc_vs_cross_validated_svc():
-    """Issue 6 on scikit-learn's breast-cancer data (stratified 80/20 splits, standardised),
+    """On scikit-learn's breast-cancer data (stratified 80/20 splits, standardised),
     three splits pooled. SVC: C by 5-fold CV; its probabilities by Platt scaling,
     ``CalibratedClassifierCV(SVC(C), ensemble=False)`` (what ``SVC(probability=True)``
     computes; the ``probability`` flag is deprecated in scikit-learn 1.9). RVC with its width
@@ -639,7 +639,7 @@ def test_breast_cancer_rvc_vs_cross_validated_svc():
 
 
 def test_width_far_below_the_input_spacing_warns_at_the_users_line():
-    """Issue 20: RVC(width=0.5) on raw breast cancer features (median nearest-neighbour
+    """RVC(width=0.5) on raw breast cancer features (median nearest-neighbour
     distance 35 widths) gave one probability for every test point (0.86, accuracy 0.63)
     without a word. It warns now (cause and fix), attributed to this file's line, and the
     fit is as degenerate as described; on standardised features (median spacing 2.1) a

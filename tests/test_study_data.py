@@ -192,7 +192,7 @@ def test_missing_data_file_names_file_and_folder(tmp_path, monkeypatch):
     assert str(tmp_path) in str(err.value)
 
 
-SHARED = "../shared/data"  # the benchmark files, relative to the repo root (see COMMON)
+SHARED = "../shared/data"  # the benchmark files, relative to the repo root
 
 
 def test_generated_and_file_splits_match_the_loaders():

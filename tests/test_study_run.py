@@ -49,7 +49,7 @@ def test_default_study_is_what_the_cli_runs(monkeypatch, tmp_path):
     families = {st.MethodSpec.parse(m).family for m in st.DEFAULT_STUDY["methods"]}
     assert families == set(st.FAMILIES) - {"sklearn"}  # the user names the estimator
 
-    for text in st.DEFAULT_STUDY["methods"]:  # full posteriors on every split (issue 15)
+    for text in st.DEFAULT_STUDY["methods"]:  # full posteriors on every split
         options = dict(st.MethodSpec.parse(text).options)
         assert "splits" not in options, text
         if st.MethodSpec.parse(text).method == "nuts":
@@ -81,7 +81,7 @@ def _patients_csv(path, n: int = 40) -> None:
 
 
 def test_readme_cli_examples_run(tmp_path, monkeypatch, capsys):
-    """Issue 19: the README's own `--data patients.csv:target=outcome:task=classification:
+    """The README's own `--data patients.csv:target=outcome:task=classification:
     folds=5` example finished its cells and then reported "No finished cells", "random
     splits" and `--splits 10` (the report dropped the options from the data set's name)."""
     import json

@@ -37,7 +37,7 @@ def test_spec_labels_round_trip():
 
 
 def test_bad_options_are_refused_before_any_cell_runs(tmp_path, monkeypatch, capsys):
-    """Issue 19: a misspelt method option or folds=1 failed every cell (and the report
+    """A misspelt method option or folds=1 failed every cell (and the report
     crashed); both are refused up front, naming the option and the closest valid name."""
     import pandas as pd
 

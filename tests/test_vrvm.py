@@ -1,4 +1,4 @@
-"""Variational RVM (Bishop & Tipping 2000; derivation in papers/bishop_tipping2000_vrvm.md)."""
+"""Variational RVM (Bishop & Tipping 2000)."""
 
 import numpy as np
 import pytest

@@ -1,6 +1,6 @@
-"""Variational RVM classification (Bishop & Tipping 2000 §4; papers/bishop_tipping2000_vrvm.md
-§5): the Jaakkola-Jordan and Böhning bounds, the closed-form q(w), the bound's monotonicity
-and value, and the predictive against the Laplace (evidence) fit. Each claim is checked
+"""Variational RVM classification (Bishop & Tipping 2000 §4; Bishop 2006, PRML §10.6): the
+Jaakkola-Jordan and Böhning bounds, the closed-form q(w), the bound's monotonicity and
+value, and the predictive against the Laplace (evidence) fit. Each claim is checked
 against an independent reference: SciPy quadrature and densities, the closed forms written
 out here, the Laplace method."""
 
