@@ -28,6 +28,8 @@ from scipy.special import expit, softmax
 
 from sparsebayes.models import GammaPrior, NumericalWarning
 
+from .gp.classification import class_replicates
+from .gp.regression import POINT_DRAWS, target_replicates
 from .numerics import check_positive_int, warn_user
 from .predictive.regression import check_new_inputs
 from .results import basis_from_posterior
@@ -46,22 +48,28 @@ def _check_post(post, rvm_only: bool = False) -> str:
     return kind
 
 
-def _replicates(post, kind: str, X: np.ndarray, rng: np.random.Generator,
-                training: bool = False) -> np.ndarray:
-    """One draw of ``t`` at ``X`` per posterior draw: (chain, draw, n). A GP regression with
-    point hyperparameters gives ``gp.POINT_DRAWS`` draws."""
-    if kind == "gp":
-        from .gp.regression import POINT_DRAWS, target_replicates
-
-        return target_replicates(post, X, rng, POINT_DRAWS)
-    if kind == "gp_classification":
-        from .gp.classification import class_replicates
-
-        return class_replicates(post, None if training else X, rng)
+def _rvm_replicates(post, X: np.ndarray, rng: np.random.Generator, training: bool = False
+                    ) -> np.ndarray:
     basis, columns = basis_from_posterior(post)
-    Phi = basis.design(X, columns=columns)
-    return _draw_targets(kind, Phi, post["posterior"]["w"].values,
+    kind = post.attrs["problem_kind"]
+    return _draw_targets(kind, basis.design(X, columns=columns), post["posterior"]["w"].values,
                          post["posterior"]["beta"].values if kind == "regression" else None, rng)
+
+
+def _gp_replicates(post, X: np.ndarray, rng: np.random.Generator, training: bool = False
+                   ) -> np.ndarray:
+    return target_replicates(post, X, rng, POINT_DRAWS)
+
+
+def _gp_class_replicates(post, X: np.ndarray, rng: np.random.Generator,
+                         training: bool = False) -> np.ndarray:
+    return class_replicates(post, None if training else X, rng)
+
+
+# problem kind -> one draw of t at X per posterior draw, (chain, draw, n); a GP regression
+# with point hyperparameters gives gp.regression.POINT_DRAWS draws in one chain
+REPLICATES = {"regression": _rvm_replicates, "classification": _rvm_replicates,
+              "gp": _gp_replicates, "gp_classification": _gp_class_replicates}
 
 
 def _draw_targets(kind: str, Phi: np.ndarray, w: np.ndarray, beta: np.ndarray | None,
@@ -90,7 +98,7 @@ def add_posterior_predictive(post: xr.DataTree, seed: int | None = None) -> xr.D
     per posterior draw (see the module docstring). Returns a new tree."""
     kind = _check_post(post)
     X = post["constant_data"]["X"].values
-    rep = _replicates(post, kind, X, np.random.default_rng(seed), training=True)
+    rep = REPLICATES[kind](post, X, np.random.default_rng(seed), training=True)
     out = post.copy()
     out["posterior_predictive"] = xr.DataTree(_group(rep, "obs"))
     return out
@@ -102,7 +110,7 @@ def add_predictions(post: xr.DataTree, X_new, seed: int | None = None) -> xr.Dat
     ArviZ names them. Returns a new tree."""
     kind = _check_post(post)
     X_new = check_new_inputs(post, X_new)
-    rep = _replicates(post, kind, X_new, np.random.default_rng(seed))
+    rep = REPLICATES[kind](post, X_new, np.random.default_rng(seed))
     out = post.copy()
     out["predictions"] = xr.DataTree(_group(rep, "obs"))
     out["predictions_constant_data"] = xr.DataTree(xr.Dataset(

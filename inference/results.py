@@ -256,15 +256,15 @@ def classification_datatree(problem, basis: Basis, lik, *, theta: np.ndarray, Si
     return dt
 
 
-def basis_from_posterior(post: xr.DataTree) -> tuple[Basis, np.ndarray]:
+def basis_from_posterior(post: xr.DataTree, kernel=None) -> tuple[Basis, np.ndarray]:
     """The fitted :class:`Basis` (the training inputs or the dictionary as centres) and the
     column indices of dim ``basis``, rebuilt from the DataTree alone (so it works after a
-    netCDF round trip)."""
+    netCDF round trip). ``kernel``: the kernel object, needed when the fit used a user
+    callable (which a DataTree cannot store)."""
     const = post["constant_data"]
     centres = const["dictionary"].values if "dictionary" in const else const["X"].values
-    basis = Basis.from_spec(post.attrs["basis_spec"], centres)
-    all_labels = basis.labels
-    pos = {lab: i for i, lab in enumerate(all_labels)}
+    basis = Basis.from_spec(post.attrs["basis_spec"], centres, kernel)
+    pos = {lab: i for i, lab in enumerate(basis.labels)}
     columns = np.array([pos[str(lab)] for lab in post["posterior"]["basis"].values], dtype=int)
     return basis, columns
 

@@ -27,7 +27,6 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from sparsebayes.models import (
-    Basis,
     GammaPrior,
     GaussianKernel,
     Kernel,
@@ -194,16 +193,9 @@ def _library_predicts(post: xr.DataTree) -> bool:
 
 
 def _design(post: xr.DataTree, kernel, X: np.ndarray) -> np.ndarray:
-    """Columns of ``post`` (dim ``basis``) at ``X``: the basis rebuilt from the DataTree, or
-    for a user callable (which the DataTree cannot store) from the ``kernel`` parameter."""
-    if json.loads(post.attrs["basis_spec"])["kernel"]["name"] != "callable":
-        basis, columns = basis_from_posterior(post)
-        return basis.design(X, columns=columns)
-    spec = json.loads(post.attrs["basis_spec"])
-    basis = Basis(as_kernel(kernel), post["constant_data"]["X"].values, bool(spec["bias"]),
-                  tuple(spec["extra"]))
-    pos = {lab: i for i, lab in enumerate(basis.labels)}
-    columns = np.array([pos[str(lab)] for lab in post["posterior"]["basis"].values], dtype=int)
+    """Columns of ``post`` (dim ``basis``) at ``X``, the basis rebuilt from the DataTree
+    with the estimator's ``kernel`` (a user callable, which the DataTree cannot store)."""
+    basis, columns = basis_from_posterior(post, kernel=as_kernel(kernel))
     return basis.design(X, columns=columns)
 
 

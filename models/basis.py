@@ -165,9 +165,12 @@ class Basis:
                            "dictionary": self.dictionary})
 
     @staticmethod
-    def from_spec(spec: str, centres: np.ndarray) -> Basis:
+    def from_spec(spec: str, centres: np.ndarray, kernel: Kernel | None = None) -> Basis:
+        """The basis of :meth:`spec` on ``centres``; ``kernel`` replaces the stored kernel
+        (a user callable, which the spec cannot hold)."""
         d: dict[str, Any] = json.loads(spec)
-        return Basis(kernel_from_spec(d["kernel"]), np.asarray(centres, dtype=float),
+        kernel = kernel_from_spec(d["kernel"]) if kernel is None else kernel
+        return Basis(kernel, np.asarray(centres, dtype=float),
                      bool(d["bias"]), tuple(d["extra"]), bool(d.get("dictionary", False)))
 
 
