@@ -194,63 +194,76 @@ def type2_ml(problem: GPClassification, lml_and_grad, restarts: int, max_iter: i
 
 def fit_evidence(problem: GPClassification, *, seed: int | None = None, restarts: int = 3,
                  max_iter: int = 200, draws: int = 500) -> xr.DataTree:
-    """Type-II ML of the Laplace log marginal likelihood (GPML eq. 3.32, gradient by
-    Algorithm 5.1) over the free log hyperparameters by L-BFGS-B from ``restarts`` starts;
-    the best optimum is kept. The posterior group holds the hyperparameters (constant across
-    draws) and ``draws`` draws of the latent ``f`` at the training inputs from the Laplace
-    Gaussian ``N(f_hat, (K^-1 + W)^-1)``, whose pointwise log likelihoods fill
+    """Type-II ML of the Laplace log marginal likelihood over the free log hyperparameters
+    by L-BFGS-B from ``restarts`` starts; the best optimum is kept. Two classes: GPML eq.
+    3.32, gradient by Algorithm 5.1; K > 2: the softmax's eq. 3.44, mode by Algorithm 3.3,
+    its analytic gradient (:func:`_softmax_lml_and_grad`), length scales and signal sd
+    shared by the classes. The posterior group holds the hyperparameters (constant across
+    draws) and ``draws`` draws of the latent ``f`` (obs[, class]) at the training inputs from
+    the Laplace Gaussian ``N(f_hat, (K^-1 + W)^-1)``, whose pointwise log likelihoods fill
     ``log_likelihood`` (so ``az.loo`` works)."""
     if not isinstance(problem, GPClassification):
         raise TypeError(f"expected a GPClassification, got {type(problem).__name__}")
-    if problem.n_classes > 2:
-
-        return fit_evidence_multiclass(problem, seed=seed, restarts=restarts,
-                                       max_iter=max_iter, draws=draws)
     restarts = check_positive_int("restarts", restarts)
     max_iter = check_positive_int("max_iter", max_iter)
     draws = check_positive_int("draws", draws)
-    X, t = problem.X - problem.X.mean(axis=0), problem.t.astype(float)
+    X, codes, C = problem.X - problem.X.mean(axis=0), problem.t, problem.n_classes
+    t = codes.astype(float)
     rng = np.random.default_rng(seed)
     start = time.perf_counter()
-    theta, runs, converged = type2_ml(
-        problem, lambda theta, f0: _lml_and_grad(theta, X, t, f0), restarts, max_iter, rng)
-    d = problem.n_features
+    if C > 2:
+        lml = lambda theta, F0: _softmax_lml_and_grad(theta, X, codes, C, F0)
+    else:
+        lml = lambda theta, f0: _lml_and_grad(theta, X, t, f0)
+    theta, runs, converged = type2_ml(problem, lml, restarts, max_iter, rng)
+    d, n = problem.n_features, codes.size
     ls, sf = np.exp(theta[:d]), float(np.exp(theta[d]))
     K = se_ard_covariance(X, None, ls, sf)
-    log_z, f_hat, pi, sW, L, a = laplace_mode(K, t)
-    # Laplace covariance (K^-1 + W)^-1 = K - K W^1/2 B^-1 W^1/2 K (GPML eq. 3.27)
-    V = linalg.solve_triangular(L, sW[:, None] * K, lower=True)
-    cov = K - V.T @ V
-    f = gaussian_draws(f_hat, cov, draws, rng)
-    loglik = log_expit((2 * t - 1) * f)
-    n = t.size
-    dt = datatree(
+    coords = {"feature": np.arange(d), "obs": np.arange(n)}
+    attrs = {}
+    if C > 2:
+        log_z, f_mode, _, E, M, _ = softmax_laplace_mode(K, codes, C)
+        f = gaussian_draws(f_mode.reshape(-1), laplace_covariance(K, E, M), draws,
+                           rng).reshape(draws, n, C)
+        loglik = log_softmax(f, axis=2)[:, np.arange(n), codes]
+        f_dims = ["obs", "class"]
+        coords["class"] = np.asarray(problem.classes).astype(str)
+        attrs["likelihood"] = "softmax of K latent GPs sharing one covariance (GPML §3.5)"
+    else:
+        log_z, f_mode, pi, sW, L, a = laplace_mode(K, t)
+        # Laplace covariance (K^-1 + W)^-1 = K - K W^1/2 B^-1 W^1/2 K (GPML eq. 3.27)
+        V = linalg.solve_triangular(L, sW[:, None] * K, lower=True)
+        f = gaussian_draws(f_mode, K - V.T @ V, draws, rng)
+        loglik = log_expit((2 * t - 1) * f)
+        f_dims = ["obs"]
+    return datatree(
         {"posterior": {"length_scale": np.broadcast_to(ls, (1, draws, d)).copy(),
                        "signal_sd": np.full((1, draws), sf), "f": f[None]},
          "log_likelihood": {"t": loglik[None]},
-         "observed_data": {"t": problem.t},
-         "constant_data": {"X": problem.X, "f_mode": f_hat}},
-        coords={"feature": np.arange(d), "obs": np.arange(n)},
-        dims={"length_scale": ["feature"], "f": ["obs"], "t": ["obs"],
-              "X": ["obs", "feature"], "f_mode": ["obs"]})
-    dt.attrs.update({
-        "problem_kind": "gp_classification",
-        "classes": classes_json(problem.classes),
-        "covariance": "signal_sd^2 exp(-sum_d (x_d - x'_d)^2 / (2 length_scale_d^2))",
-        # the Laplace approximate log marginal likelihood (GPML eq. 3.32) at the type-II
-        # ML optimum, under the name every evidence result uses
-        "log_evidence": float(log_z),
-        "log_marginal_likelihood": float(log_z),
-        "restart_log_marginal_likelihood": np.array([r[1] for r in runs]),
-        "converged": int(converged),
-        "n_iter": int(sum(r[3] for r in runs)),
-        "restarts": len(runs),
-        "n_relevant": -1,
-        "optimise_seconds": time.perf_counter() - start,
-        "default_predict_kind": "laplace",
-        "hyperparameters": "point estimates (type-II ML); f drawn from the Laplace Gaussian",
-    })
-    return dt
+         "observed_data": {"t": codes},
+         "constant_data": {"X": problem.X, "f_mode": f_mode}},
+        coords=coords,
+        dims={"length_scale": ["feature"], "f": f_dims, "t": ["obs"],
+              "X": ["obs", "feature"], "f_mode": f_dims},
+        attrs={
+            "problem_kind": "gp_classification",
+            "classes": classes_json(problem.classes),
+            **attrs,
+            "covariance": "signal_sd^2 exp(-sum_d (x_d - x'_d)^2 / (2 length_scale_d^2))",
+            # the Laplace log marginal likelihood (GPML eq. 3.32; K > 2: eq. 3.44) at the
+            # type-II ML optimum, under the name every evidence result uses
+            "log_evidence": float(log_z),
+            "log_marginal_likelihood": float(log_z),
+            "restart_log_marginal_likelihood": np.array([r[1] for r in runs]),
+            "converged": int(converged),
+            "n_iter": int(sum(r[3] for r in runs)),
+            "restarts": len(runs),
+            "n_relevant": -1,
+            "optimise_seconds": time.perf_counter() - start,
+            "default_predict_kind": "laplace",
+            "hyperparameters": "point estimates (type-II ML); f drawn from the Laplace "
+                               "Gaussian",
+        })
 
 
 def classes_json(classes) -> str:
@@ -374,7 +387,7 @@ def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int =
     """Joint posterior of the SE-ARD hyperparameters and the latent ``f`` by NUTS (nutpie) on
     a ``pm.gp.Latent`` prior (non-centred) with a Bernoulli-logit likelihood; for K > 2
     classes K latent GPs sharing the covariance (``n_outputs=K``) and the softmax likelihood
-    (GPML §3.5, eq. 3.34), the model of :func:`fit_evidence_multiclass`.
+    (GPML §3.5, eq. 3.34), the model of :func:`fit_evidence`.
     Priors (inputs centred): ``length_scale_d ~ LogNormal(ln sd(x_d), 1)`` as for GP
     regression, and ``signal_sd ~ HalfNormal(2)`` (a logit sd of 2 spans probabilities
     0.02-0.98). ``f`` has dims (obs) for two classes, (obs, class) for more.
@@ -612,62 +625,6 @@ def _softmax_lml_and_grad(theta, X, codes, C, F0=None):
         explicit = 0.5 * np.sum(a * b) - 0.5 * np.einsum("cij,ij->", R_diag, Kj)
         grad[j] = explicit + np.sum(s2 * (b - K @ r_apply(b)))
     return log_z, grad, F
-
-
-def fit_evidence_multiclass(problem: GPClassification, *, seed: int | None = None,
-                            restarts: int = 3, max_iter: int = 200,
-                            draws: int = 500) -> xr.DataTree:
-    """Type-II ML of the softmax Laplace log marginal likelihood (GPML eq. 3.44, mode by
-    Algorithm 3.3) over the free log hyperparameters (length scales and signal sd shared by
-    the classes) by L-BFGS-B with the analytic gradient (:func:`_softmax_lml_and_grad`) from
-    ``restarts`` starts (the binary fit's); the best optimum is kept. The posterior group holds the
-    hyperparameters and ``draws`` draws of the latent ``f`` (obs, class) from the Laplace
-    Gaussian ``N(f_hat, (K^-1 + W)^-1)``; their pointwise log softmax likelihoods fill
-    ``log_likelihood`` (so ``az.loo`` works)."""
-    restarts = check_positive_int("restarts", restarts)
-    max_iter = check_positive_int("max_iter", max_iter)
-    draws = check_positive_int("draws", draws)
-    X, codes, C = problem.X - problem.X.mean(axis=0), problem.t, problem.n_classes
-    rng = np.random.default_rng(seed)
-    start = time.perf_counter()
-    theta, runs, converged = type2_ml(
-        problem, lambda theta, F0: _softmax_lml_and_grad(theta, X, codes, C, F0), restarts,
-        max_iter, rng)
-    d, n = problem.n_features, codes.size
-    ls, sf = np.exp(theta[:d]), float(np.exp(theta[d]))
-    K = se_ard_covariance(X, None, ls, sf)
-    log_z, F_hat, _, E, M, _ = softmax_laplace_mode(K, codes, C)
-    f = gaussian_draws(F_hat.reshape(-1), laplace_covariance(K, E, M), draws, rng).reshape(
-        draws, n, C)
-    loglik = log_softmax(f, axis=2)[:, np.arange(n), codes]
-    dt = datatree(
-        {"posterior": {"length_scale": np.broadcast_to(ls, (1, draws, d)).copy(),
-                       "signal_sd": np.full((1, draws), sf), "f": f[None]},
-         "log_likelihood": {"t": loglik[None]},
-         "observed_data": {"t": codes},
-         "constant_data": {"X": problem.X, "f_mode": F_hat}},
-        coords={"feature": np.arange(d), "obs": np.arange(n),
-                "class": np.asarray(problem.classes).astype(str)},
-        dims={"length_scale": ["feature"], "f": ["obs", "class"], "t": ["obs"],
-              "X": ["obs", "feature"], "f_mode": ["obs", "class"]})
-    dt.attrs.update({
-        "problem_kind": "gp_classification",
-        "classes": classes_json(problem.classes),
-        "likelihood": "softmax of K latent GPs sharing one covariance (GPML §3.5)",
-        "covariance": "signal_sd^2 exp(-sum_d (x_d - x'_d)^2 / (2 length_scale_d^2))",
-        "log_evidence": float(log_z),  # GPML eq. 3.44 at the type-II ML optimum
-        "log_marginal_likelihood": float(log_z),
-        "restart_log_marginal_likelihood": np.array([r[1] for r in runs]),
-        "converged": int(converged),
-        "n_iter": int(sum(r[3] for r in runs)),
-        "restarts": len(runs),
-        "n_relevant": -1,
-        "optimise_seconds": time.perf_counter() - start,
-        "default_predict_kind": "laplace",
-        "hyperparameters": "point estimates (type-II ML); f drawn from the Laplace "
-                           "Gaussian",
-    })
-    return dt
 
 
 def latent_moments_multiclass(post: xr.DataTree, X_new) -> tuple[np.ndarray, np.ndarray]:
