@@ -21,7 +21,7 @@ from xarray.indexes import PandasIndex
 
 from sparsebayes.models import Basis, GaussianKernel
 
-from .numerics import gaussian_draws
+from .numerics import LOG_2PI, gaussian_draws
 
 __all__ = ["datatree", "make_datatree", "classification_datatree", "basis_from_posterior",
            "flat_draws", "gaussian_log_likelihood", "pointwise_budget_ok", "relevance_counts"]
@@ -58,7 +58,7 @@ def relevance_counts(basis: Basis, columns: np.ndarray, relevance=None) -> dict[
 def gaussian_log_likelihood(t: np.ndarray, f: np.ndarray, beta: np.ndarray) -> np.ndarray:
     """Pointwise ``log N(t_n | f_n, 1/beta)``; ``f`` (..., n), ``beta`` broadcastable to (...)."""
     beta = np.asarray(beta)[..., None]
-    return 0.5 * (np.log(beta) - np.log(2 * np.pi)) - 0.5 * beta * (t - f) ** 2
+    return 0.5 * (np.log(beta) - LOG_2PI) - 0.5 * beta * (t - f) ** 2
 
 
 def make_datatree(

@@ -21,7 +21,14 @@ from sparsebayes.models import ConvergenceWarning, NumericalWarning
 from sparsebayes.models.gp import GPRegression, se_ard_covariance
 
 from .. import samplers
-from ..numerics import check_positive_int, gaussian_draws, one_blas_thread, show_progress, warn_user
+from ..numerics import (
+    LOG_2PI,
+    check_positive_int,
+    gaussian_draws,
+    one_blas_thread,
+    show_progress,
+    warn_user,
+)
 from ..predictive.regression import (
     MixturePredictive,
     Predictive,
@@ -40,7 +47,6 @@ __all__ = [
     "pytensor_objective",
 ]
 
-LOG_2PI = np.log(2 * np.pi)
 # bounds of the hyperparameters, relative to the sd of each input / of the targets
 LS_BOUNDS = (1e-3, 1e5)
 SIGNAL_BOUNDS = (1e-3, 1e3)

@@ -17,7 +17,7 @@ from scipy.special import digamma, gammaln
 from sparsebayes.models import ConvergenceWarning, GammaPrior
 from sparsebayes.models.priors import resolve_prior
 
-from ..numerics import gaussian_draws, gram_weight_posterior, one_blas_thread, warn_user
+from ..numerics import LOG_2PI, gaussian_draws, gram_weight_posterior, one_blas_thread, warn_user
 from ..results import (
     gaussian_log_likelihood,
     make_datatree,
@@ -29,7 +29,6 @@ from .statistics import GramStatistics, gram_statistics
 
 __all__ = ["VRVMState", "vrvm", "vrvm_bound", "weight_bound_terms", "fit_vrvm", "gamma_entropy"]
 
-LOG_2PI = np.log(2 * np.pi)
 PRUNE_RATIO = 1e12  # flat prior (b = 0): drop a basis once <alpha_i> / alpha_unit > this
 
 

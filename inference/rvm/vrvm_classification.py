@@ -43,15 +43,11 @@ from sparsebayes.models import GammaPrior, NumericalWarning
 from sparsebayes.models.priors import resolve_prior
 
 from ..likelihoods import likelihood_for, pair_logits
-from ..numerics import cholesky, cholesky_inverse, one_blas_thread, warn_user
+from ..numerics import LOG_2PI, cholesky, cholesky_inverse, one_blas_thread, warn_user
 from ..results import classification_datatree, relevance_counts
-from .laplace import (
-    ALPHA_MIN,
-    check_classes,
-    warn_fit,
-)
+from .laplace import ALPHA_MIN, check_classes, warn_fit
 from .sequential import DenseProducts, Policy, SequentialSparseBayes
-from .vrvm import LOG_2PI, weight_bound_terms
+from .vrvm import weight_bound_terms
 
 __all__ = ["jj_lambda", "jj_posterior", "vrvm_classification",
            "vrvm_classification_coordinate", "fit_vrvm_classification", "VRVMClassState"]
