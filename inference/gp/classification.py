@@ -272,17 +272,23 @@ def classes_json(classes) -> str:
     return json.dumps(np.asarray(classes).tolist())
 
 
-def latent_moments(post: xr.DataTree, X_new) -> tuple[np.ndarray, np.ndarray]:
-    """GPML Algorithm 3.2: mean ``k*^T (t - pi)`` and variance ``k** - v^T v`` of the latent
-    ``f*`` at ``X_new``, ``v = L^-1 W^1/2 k*``."""
+def _laplace_fit(post: xr.DataTree, X_new):
+    """What a Laplace result's predictive needs: the centred training and new inputs, the
+    targets, the type-II ML length scales and signal sd, and the latent mode."""
     X_new = check_new_inputs(post, X_new)
     X = post["constant_data"]["X"].values
     centre = X.mean(axis=0)
-    Xc, Xn = X - centre, X_new - centre
-    t = post["observed_data"]["t"].values.astype(float)
-    ls = post["posterior"]["length_scale"].values[0, 0]
-    sf = float(post["posterior"]["signal_sd"].values[0, 0])
-    f_hat = post["constant_data"]["f_mode"].values
+    return (X - centre, X_new - centre, post["observed_data"]["t"].values,
+            post["posterior"]["length_scale"].values[0, 0],
+            float(post["posterior"]["signal_sd"].values[0, 0]),
+            post["constant_data"]["f_mode"].values)
+
+
+def latent_moments(post: xr.DataTree, X_new) -> tuple[np.ndarray, np.ndarray]:
+    """GPML Algorithm 3.2: mean ``k*^T (t - pi)`` and variance ``k** - v^T v`` of the latent
+    ``f*`` at ``X_new``, ``v = L^-1 W^1/2 k*``."""
+    Xc, Xn, t, ls, sf, f_hat = _laplace_fit(post, X_new)
+    t = t.astype(float)
     pi = expit(f_hat)
     sW = np.sqrt(pi * (1 - pi))
     K = se_ard_covariance(Xc, None, ls, sf)
@@ -631,14 +637,8 @@ def latent_moments_multiclass(post: xr.DataTree, X_new) -> tuple[np.ndarray, np.
     """GPML Algorithm 3.4 / eqs. 3.42-3.43: the latent predictive mean (m, K),
     ``mu*_c = k*^T (y_c - pi_c)``, and covariance (m, K, K),
     ``Sigma*_cc' = delta_cc' (k** - k*^T E_c k*) + k*^T E_c (sum_c E_c)^-1 E_c' k*``."""
-    X_new = check_new_inputs(post, X_new)
-    X = post["constant_data"]["X"].values
-    centre = X.mean(axis=0)
-    Xc, Xn = X - centre, X_new - centre
-    codes = post["observed_data"]["t"].values.astype(int)
-    ls = post["posterior"]["length_scale"].values[0, 0]
-    sf = float(post["posterior"]["signal_sd"].values[0, 0])
-    F_hat = post["constant_data"]["f_mode"].values
+    Xc, Xn, codes, ls, sf, F_hat = _laplace_fit(post, X_new)
+    codes = codes.astype(int)
     n, C = F_hat.shape
     P = softmax(F_hat, axis=1)
     Y = np.zeros((n, C))
