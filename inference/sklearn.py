@@ -40,6 +40,7 @@ from sparsebayes.models import (
 )
 
 from .api import fit, predict
+from .numerics import LOG_2PI
 from .predictive.classification import moderated_log_proba, samples_log_proba
 from .predictive.regression import gaussian_predictive, samples_predictive
 from .results import basis_from_posterior, flat_draws
@@ -49,6 +50,8 @@ __all__ = ["RVR", "RVC"]
 
 KERNELS = ("rbf", "linear", "poly", "linear_spline")
 POSTERIORS = ("evidence", "evidence-mackay", "vrvm", "advi", "nuts")
+CV_WIDTH_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)  # width="cv": these x the evidence's start
+CV_FOLDS = 5
 
 
 # --------------------------------------------------------------------------------------------
@@ -56,8 +59,9 @@ POSTERIORS = ("evidence", "evidence-mackay", "vrvm", "advi", "nuts")
 # --------------------------------------------------------------------------------------------
 
 
-def _make_kernel(est, X: np.ndarray) -> tuple[Kernel, bool]:
-    """The kernel named by ``est.kernel`` and whether its width is to be learned."""
+def _make_kernel(est, X: np.ndarray) -> tuple[Kernel, bool | str]:
+    """The kernel named by ``est.kernel`` and whether its width is to be learned (True: by
+    the evidence, "cv": by cross-validation)."""
     kernel, width = est.kernel, est.width
     if isinstance(kernel, str):
         if kernel not in KERNELS:
@@ -65,12 +69,15 @@ def _make_kernel(est, X: np.ndarray) -> tuple[Kernel, bool]:
         if kernel == "rbf":
             if width is None:
                 return GaussianKernel(estimator_width_range(X)[1]), True
+            if isinstance(width, str) and width == "cv":
+                return GaussianKernel(estimator_width_range(X)[1]), "cv"
             w = np.asarray(width, dtype=float) if not isinstance(width, str) else None
             if w is None or w.ndim > 1 or w.size == 0 or not np.all(np.isfinite(w)) \
                     or np.any(w <= 0):
                 raise ValueError(
-                    f"width must be None (learned by the evidence), a number > 0 or one "
-                    f"number > 0 per feature, got {width!r}")
+                    f"width must be None (learned by the evidence), 'cv' (chosen by "
+                    f"cross-validation), a number > 0 or one number > 0 per feature, got "
+                    f"{width!r}")
             if w.ndim == 1 and w.size != X.shape[1]:
                 raise ValueError(f"width has {w.size} values but X has {X.shape[1]} features")
             return GaussianKernel(float(w) if w.ndim == 0 else tuple(w)), False
@@ -158,13 +165,49 @@ def _learn_width(make_problem: Callable, X: np.ndarray, seed: int | None,
     return post
 
 
-def _fit_posterior(est, make_problem: Callable, X: np.ndarray) -> xr.DataTree:
+def _log_predictive_density(est, X: np.ndarray, y: np.ndarray) -> float:
+    """Mean log density of held-out targets under the Gaussian predictive (T01 eqs.
+    21-22): the cross-validation score of :class:`RVR` with ``width="cv"``."""
+    mean, std = est.predict(X, return_std=True)
+    return float(np.mean(-0.5 * ((y - mean) / std) ** 2 - np.log(std)
+                         - 0.5 * LOG_2PI))
+
+
+def _cv_width(est, X: np.ndarray, y: np.ndarray) -> tuple[float, dict]:
+    """Tipping's (2001, App. E) protocol for the width: the one of ``CV_WIDTH_FACTORS`` x
+    the evidence's start (:func:`~.rvm.widths.estimator_width_range`) with the best
+    ``CV_FOLDS``-fold cross-validated predictive log likelihood of the evidence fit (RVC:
+    log loss; RVR: :func:`_log_predictive_density`), by scikit-learn's ``GridSearchCV``
+    (stratified folds for RVC). Warnings of the fold fits are dropped."""
+    from sklearn.base import clone
+    from sklearn.model_selection import GridSearchCV
+
+    grid = [float(estimator_width_range(X)[1] * f) for f in CV_WIDTH_FACTORS]
+    scoring = "neg_log_loss" if isinstance(est, ClassifierMixin) else _log_predictive_density
+    base = clone(est).set_params(width=grid[0], posterior="evidence")
+    search = GridSearchCV(base, {"width": grid}, cv=CV_FOLDS, scoring=scoring,
+                          error_score="raise", refit=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        search.fit(X, y)
+    scores = np.asarray(search.cv_results_["mean_test_score"], dtype=float)
+    return grid[int(np.argmax(scores))], {"cv_widths": np.array(grid),
+                                          "cv_mean_score": scores}
+
+
+def _fit_posterior(est, make_problem: Callable, X: np.ndarray, y: np.ndarray) -> xr.DataTree:
     """``fit(problem, method=posterior)``. With ``width=None`` the width is learned by the
-    evidence (:func:`_learn_width`); other posteriors are then computed at that width."""
+    evidence (:func:`_learn_width`), with ``width="cv"`` chosen by cross-validation
+    (:func:`_cv_width`); other posteriors are then computed at that width."""
     method, options, seed = _check_common(est)
     kernel, learn = _make_kernel(est, X)
     if not learn:
         return _call_fit(make_problem(kernel, False), method, seed, options)
+    if learn == "cv":
+        width, attrs = _cv_width(est, X, y)
+        post = _call_fit(make_problem(GaussianKernel(width), False), method, seed, options)
+        post.attrs.update(width=np.array([width]), **attrs)
+        return post
     if method == "evidence":
         return _learn_width(make_problem, X, seed, options)
     width = float(_learn_width(make_problem, X, seed, {}).attrs["width"][0])
@@ -249,9 +292,13 @@ _PARAMS_DOC = """
         "poly" is ``(x.c / n_features + coef0)^degree``; "linear_spline" is T01 eq. 29 (one
         feature only). A callable ``k(X, C) -> (n, m) array`` or a
         :class:`sparsebayes.models.Kernel` is used as it is.
-    width : float, array of shape (n_features,) or None, default=None
+    width : float, array of shape (n_features,), "cv" or None, default=None
         Gaussian width ``r`` (kernel="rbf" only; ignored by other kernels, like ``gamma`` in
-        :class:`~sklearn.svm.SVC`). ``None``: maximise the evidence over the width too
+        :class:`~sklearn.svm.SVC`). ``"cv"``: the width among 0.25, 0.5, 1, 2 and 4 times
+        the evidence's start below with the best 5-fold cross-validated predictive log
+        likelihood of the evidence fit (log loss for RVC, Gaussian log density for RVR;
+        Tipping 2001 App. E chooses widths by cross-validation), attrs ``cv_widths`` and
+        ``cv_mean_score`` of ``posterior_``. ``None``: maximise the evidence over the width too
         (Tipping 2001 §4.3), starting from ``sqrt(sum_k var(x_k))`` = ``sqrt(n_features)``
         on standardised inputs, and not below twice the median nearest-neighbour distance
         (below it the evidence degenerates, see
@@ -359,7 +406,7 @@ class RVR(RegressorMixin, _RVMBase):
             return RVMRegression(X, y, kernel=kernel, bias=self.bias, noise_sd=self.noise_sd,
                                  prior=self.prior, learn_width=learn, centres=self.centres)
 
-        post = _fit_posterior(self, problem, X)
+        post = _fit_posterior(self, problem, X, y)
         _set_fitted(self, post, X)
         self.beta_ = float(_posterior_value(post, "beta"))
         return self
@@ -408,7 +455,7 @@ class RVC(ClassifierMixin, _RVMBase):
             return RVMClassification(X, codes, kernel=kernel, bias=self.bias, prior=self.prior,
                                      learn_width=learn, centres=self.centres)
 
-        post = _fit_posterior(self, problem, X)
+        post = _fit_posterior(self, problem, X, codes)
         _set_fitted(self, post, X)
         return self
 

@@ -145,6 +145,56 @@ def test_rvr_learned_width_is_the_library_evidence_optimum():
     assert np.sqrt(np.mean((reg.predict(X) - np.sinc(X[:, 0] / np.pi)) ** 2)) < 0.05
 
 
+def _cv_reference(make, X, y, folds, score):
+    """The width of the estimator's grid with the best mean held-out score, by hand (the
+    fold fits' warnings, e.g. separable folds at the smallest widths, are not at issue)."""
+    grid = estimator_width_range(X)[1] * np.array([0.25, 0.5, 1.0, 2.0, 4.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumericalWarning)
+        means = [np.mean([score(make(w).fit(X[tr], y[tr]), X[te], y[te])
+                          for tr, te in folds]) for w in grid]
+    return grid, np.array(means)
+
+
+def test_rvc_width_cv_is_the_best_held_out_log_loss():
+    """``width="cv"`` (T01 App. E: widths by cross-validation) takes the grid width with the
+    lowest 5-fold (stratified, unshuffled: scikit-learn's cv=5) held-out log loss, by hand
+    with scikit-learn's log_loss, and then equals ``RVC(width=best)``."""
+    from sklearn.model_selection import StratifiedKFold
+
+    X, y = load_breast_cancer(return_X_y=True)
+    X, y = StandardScaler().fit_transform(X[:150]), y[:150]
+    est = RVC(width="cv").fit(X, y)
+    folds = list(StratifiedKFold(5).split(X, y))
+    grid, means = _cv_reference(lambda w: RVC(width=w), X, y, folds,
+                                lambda m, Xt, yt: -log_loss(yt, m.predict_proba(Xt)))
+    np.testing.assert_allclose(est.posterior_.attrs["cv_widths"], grid, rtol=1e-12)
+    np.testing.assert_allclose(est.posterior_.attrs["cv_mean_score"], means, rtol=1e-9)
+    assert est.width_ == pytest.approx(grid[np.argmax(means)], rel=1e-12)
+    ref = RVC(width=est.width_).fit(X, y)
+    np.testing.assert_allclose(est.predict_proba(X), ref.predict_proba(X), rtol=1e-12)
+
+
+def test_rvr_width_cv_is_the_best_held_out_predictive_density():
+    """RVR: the held-out score is the mean Gaussian log density of the targets under the
+    predictive (T01 eqs. 21-22), here by SciPy; plain 5-fold KFold as scikit-learn's cv=5."""
+    rng = np.random.default_rng(2)
+    X = np.sort(rng.uniform(-10, 10, 80))[:, None]
+    y = np.sinc(X[:, 0] / np.pi) + rng.normal(0, 0.1, 80)
+    est = RVR(width="cv").fit(X, y)
+
+    def density(m, Xt, yt):
+        mean, sd = m.predict(Xt, return_std=True)
+        return np.mean(stats.norm.logpdf(yt, mean, sd))
+
+    grid, means = _cv_reference(lambda w: RVR(width=w), X, y, list(KFold(5).split(X)),
+                                density)
+    np.testing.assert_allclose(est.posterior_.attrs["cv_mean_score"], means, rtol=1e-9)
+    assert est.width_ == pytest.approx(grid[np.argmax(means)], rel=1e-12)
+    with pytest.raises(ValueError, match="'cv'"):
+        RVR(width="xv").fit(X, y)
+
+
 def test_width_bounds_on_a_grid():
     """r0 = sqrt(sum_k var(x_k)), r_min = 2 * median nearest-neighbour distance, by hand on a
     regular 2-D grid of spacing h (nearest distinct neighbour at exactly h; a duplicated
