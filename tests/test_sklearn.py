@@ -147,10 +147,11 @@ def test_rvr_learned_width_is_the_library_evidence_optimum():
 
 def _cv_reference(make, X, y, folds, score):
     """The width of the estimator's grid with the best mean held-out score, by hand (the
-    fold fits' warnings, e.g. separable folds at the smallest widths, are not at issue)."""
-    grid = estimator_width_range(X)[1] * np.array([0.25, 0.5, 1.0, 2.0, 4.0])
+    fold fits' warnings, e.g. separable folds or max_iter reached, are not at issue)."""
+    r_min, start = estimator_width_range(X)
+    grid = np.unique(np.maximum(r_min, start * np.array([0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0])))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NumericalWarning)
+        warnings.simplefilter("ignore")
         means = [np.mean([score(make(w).fit(X[tr], y[tr]), X[te], y[te])
                           for tr, te in folds]) for w in grid]
     return grid, np.array(means)
