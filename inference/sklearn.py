@@ -40,9 +40,8 @@ from sparsebayes.models import (
 )
 
 from .api import fit, predict
-from .numerics import LOG_2PI
 from .predictive.classification import moderated_log_proba, samples_log_proba
-from .predictive.regression import gaussian_predictive, samples_predictive
+from .predictive.regression import Predictive, gaussian_predictive, samples_predictive
 from .results import basis_from_posterior, flat_draws
 from .rvm.widths import estimator_width_range
 
@@ -171,8 +170,7 @@ def _log_predictive_density(est, X: np.ndarray, y: np.ndarray) -> float:
     """Mean log density of held-out targets under the Gaussian predictive (T01 eqs.
     21-22): the cross-validation score of :class:`RVR` with ``width="cv"``."""
     mean, std = est.predict(X, return_std=True)
-    return float(np.mean(-0.5 * ((y - mean) / std) ** 2 - np.log(std)
-                         - 0.5 * LOG_2PI))
+    return float(np.mean(Predictive(mean=mean, var=std**2).logpdf(y)))
 
 
 def _cv_width(est, X: np.ndarray, y: np.ndarray) -> tuple[float, dict]:

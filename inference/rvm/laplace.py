@@ -550,8 +550,8 @@ def check_classes(problem) -> None:
                   "weights and probabilities rest on one point", NumericalWarning)
 
 
-def laplace_datatree(problem, basis, lik, lap: Laplace, res: ClassFit, *, softmax_model, shared,
-                     seed, draws, chains, n_iter, trace, method) -> xr.DataTree:
+def laplace_datatree(problem, basis, lik, lap: Laplace, res: ClassFit, *, shared, seed, draws,
+                     chains, n_iter, trace) -> xr.DataTree:
     """The result of a Laplace fit (:func:`~..results.classification_datatree`): ``w`` drawn
     from the Laplace Gaussian ``N(theta, H^-1)`` (T01 eq. 26), ``alpha`` the type-II ML point
     values, the evidence trace in ``sample_stats.log_evidence``."""
@@ -621,9 +621,8 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, like
             max_iter=int(max_iter), tol=float(tol), alpha_min=float(alpha_min))
     warn_fit(notes, res.at_floor, alpha_min, res.converged and lap.converged, method,
              max_iter)
-    return laplace_datatree(problem, basis, lik, lap, res, softmax_model=softmax_model,
-                            shared=shared, seed=seed, draws=draws, chains=chains,
-                            n_iter=n_iter, trace=trace, method=method)
+    return laplace_datatree(problem, basis, lik, lap, res, shared=shared, seed=seed,
+                            draws=draws, chains=chains, n_iter=n_iter, trace=trace)
 
 
 def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-3,
