@@ -147,9 +147,15 @@ def test_rvr_learned_width_is_the_library_evidence_optimum():
 
 def _cv_reference(make, X, y, folds, score):
     """The width of the estimator's grid with the best mean held-out score, by hand (the
-    fold fits' warnings, e.g. separable folds or max_iter reached, are not at issue)."""
-    r_min, start = estimator_width_range(X)
-    grid = np.unique(np.maximum(r_min, start * np.array([0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0])))
+    fold fits' warnings, e.g. separable folds or max_iter reached, are not at issue). The
+    grid: 0.5-4 x the evidence's start, not below the median distance to the nearest
+    distinct neighbour (by SciPy's KD-tree here)."""
+    from scipy.spatial import cKDTree
+
+    _, start = estimator_width_range(X)
+    U = np.unique(X, axis=0)
+    spacing = np.median(cKDTree(U).query(U, k=2)[0][:, 1])
+    grid = np.unique(np.maximum(spacing, start * np.array([0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0])))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         means = [np.mean([score(make(w).fit(X[tr], y[tr]), X[te], y[te])

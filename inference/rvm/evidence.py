@@ -15,6 +15,7 @@ the design; with a dictionary (``centres=``) on the sufficient statistics
 from __future__ import annotations
 
 import contextlib
+import time
 import warnings
 from dataclasses import dataclass, field
 
@@ -609,10 +610,12 @@ def _run_mackay(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm
             it)
 
 
-def _to_datatree(problem, sol: _Solution, *, method: str, seed, draws: int, chains: int
-                 ) -> xr.DataTree:
+def _to_datatree(problem, sol: _Solution, *, method: str, seed, draws: int, chains: int,
+                 optimise_seconds: float) -> xr.DataTree:
     """Evidence result: ``w`` holds independent draws from N(mu, Sigma) at the optimum;
-    ``alpha``, ``beta`` are the type-II ML point values, constant across draws."""
+    ``alpha``, ``beta`` are the type-II ML point values, constant across draws.
+    ``optimise_seconds``: the time of the type-II ML optimisation alone (the result's draws
+    and DataTree excluded)."""
     if not isinstance(draws, int | np.integer) or draws <= 0:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
     if not isinstance(chains, int | np.integer) or chains <= 0:
@@ -639,6 +642,7 @@ def _to_datatree(problem, sol: _Solution, *, method: str, seed, draws: int, chai
         "noise_fixed": int(problem.noise_sd is not None),
         "learn_width": int(problem.learn_width),
         "local_search_runs": int(sol.search_runs),
+        "optimise_seconds": float(optimise_seconds),
         "hyperparameters": "point estimates (type-II ML): alpha and beta are constant across "
                            "draws; w is drawn from its Gaussian posterior N(mu, Sigma)",
         "default_predict_kind": "rvm",
@@ -677,10 +681,11 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, widt
     # The fast algorithm's products are mid-sized (N x M_t, one pass over Phi per add):
     # one BLAS thread; on busy cores the default threads made a whole fit 3-6x slower.
     with one_blas_thread() if algorithm == "fast" else contextlib.nullcontext():
+        start = time.perf_counter()
         sol = _solve(problem, algorithm=algorithm, max_iter=int(max_iter), tol=float(tol),
                      width_bounds=width_bounds, local_search=local_search)
         post = _to_datatree(problem, sol, method=method, seed=seed, draws=draws,
-                            chains=chains)
+                            chains=chains, optimise_seconds=time.perf_counter() - start)
     for note in sol.notes:
         warn_user(note, NumericalWarning)
     if sol.beta >= BETA_MAX_FACTOR / sol.var_t * (1 - 1e-12):
