@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -28,6 +29,8 @@ __all__ = ["RVMRegression", "RVMClassification"]
 TINY_SD = 1e-100  # targets varying less than this are refused (rescale them)
 KMEANS_SEED = 0  # the k-means dictionary is a deterministic function of X and M
 KMEANS_ROWS = 50_000  # k-means runs on a fixed random subsample of this many rows at most
+KMEANS_CACHE: dict[tuple, np.ndarray] = {}  # (M, shape, digest of X) -> centres
+KMEANS_CACHE_SIZE = 4
 
 
 
@@ -58,7 +61,25 @@ def check_centres(centres, X: np.ndarray) -> np.ndarray | None:
 def kmeans_centres(X, M: int) -> np.ndarray:
     """``M`` cluster centres of ``X`` (MiniBatchKMeans, seed ``KMEANS_SEED``), fitted on a
     fixed random subsample of at most ``KMEANS_ROWS`` rows (or ``20 M``, if more) so that
-    the dictionary costs seconds at a million points; ``X`` may be a NumPy or Dask array."""
+    the dictionary costs seconds at a million points; ``X`` may be a NumPy or Dask array.
+    A deterministic function of ``(X, M)``: for NumPy inputs the last few results are kept
+    by the digest of ``X``, so that fits on the same inputs (the K binary fits of
+    ``OneVsRestClassifier(RVC(centres=M))``, a grid search over the width) run k-means once."""
+    key = None
+    if isinstance(X, np.ndarray):
+        data = np.ascontiguousarray(X, dtype=float)
+        key = (int(M), data.shape, hashlib.blake2b(data.view(np.uint8)).hexdigest())
+        if key in KMEANS_CACHE:
+            return KMEANS_CACHE[key].copy()
+    centres = _kmeans(X, M)
+    if key is not None:
+        while len(KMEANS_CACHE) >= KMEANS_CACHE_SIZE:
+            KMEANS_CACHE.pop(next(iter(KMEANS_CACHE)))
+        KMEANS_CACHE[key] = centres.copy()
+    return centres
+
+
+def _kmeans(X, M: int) -> np.ndarray:
     from sklearn.cluster import MiniBatchKMeans
 
     n = X.shape[0]

@@ -128,6 +128,36 @@ def test_kmeans_dictionary_fit_predicts_and_round_trips(tmp_path):
     np.testing.assert_allclose(predict(back, Xt).mean, predict(post, Xt).mean, rtol=1e-12)
 
 
+def test_kmeans_runs_once_for_the_fits_of_one_vs_rest(monkeypatch):
+    """The K binary fits of ``OneVsRestClassifier(RVC(centres=M))`` share one k-means run
+    (the dictionary is a deterministic function of X and M, kept by the digest of X); the
+    kept centres equal a fresh k-means run's, and other inputs get their own run."""
+    from sklearn.cluster import MiniBatchKMeans
+    from sklearn.multiclass import OneVsRestClassifier
+
+    from sparsebayes.inference import RVC
+    from sparsebayes.models import problems
+
+    calls = []
+    fit_kmeans = MiniBatchKMeans.fit
+    monkeypatch.setattr(MiniBatchKMeans, "fit",
+                        lambda self, X, *a, **k: calls.append(X.shape) or fit_kmeans(self, X))
+    monkeypatch.setattr(problems, "KMEANS_CACHE", {})
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(240, 2)) + np.repeat(3 * np.eye(3)[:, :2], 80, axis=0)
+    y = np.repeat([0, 1, 2], 80)
+    ovr = OneVsRestClassifier(RVC(width=1.5, centres=30)).fit(X, y)
+    assert len(ovr.estimators_) == 3 and len(calls) == 1
+    kept = problems.kmeans_centres(X, 30)
+    problems.KMEANS_CACHE.clear()
+    np.testing.assert_array_equal(kept, problems.kmeans_centres(X, 30))  # a fresh run
+    assert len(calls) == 2
+    X2 = X.copy()
+    X2[0, 0] += 1e-9
+    problems.kmeans_centres(X2, 30)
+    assert len(calls) == 3
+
+
 def test_classification_with_a_dictionary():
     """Ripley: a 30-centre dictionary classifies about as well as the classic RVM."""
     X, y = datasets.ripley_mixture(250, seed=2)
