@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -31,6 +32,7 @@ KMEANS_SEED = 0  # the k-means dictionary is a deterministic function of X and M
 KMEANS_ROWS = 50_000  # k-means runs on a fixed random subsample of this many rows at most
 KMEANS_CACHE: dict[tuple, np.ndarray] = {}  # (M, shape, digest of X) -> centres
 KMEANS_CACHE_SIZE = 4
+KMEANS_LOCK = threading.Lock()  # study cells may fit in threads
 
 
 
@@ -69,13 +71,16 @@ def kmeans_centres(X, M: int) -> np.ndarray:
     if isinstance(X, np.ndarray):
         data = np.ascontiguousarray(X, dtype=float)
         key = (int(M), data.shape, hashlib.blake2b(data.view(np.uint8)).hexdigest())
-        if key in KMEANS_CACHE:
-            return KMEANS_CACHE[key].copy()
+        with KMEANS_LOCK:
+            kept = KMEANS_CACHE.get(key)
+        if kept is not None:
+            return kept.copy()
     centres = _kmeans(X, M)
     if key is not None:
-        while len(KMEANS_CACHE) >= KMEANS_CACHE_SIZE:
-            KMEANS_CACHE.pop(next(iter(KMEANS_CACHE)))
-        KMEANS_CACHE[key] = centres.copy()
+        with KMEANS_LOCK:
+            while len(KMEANS_CACHE) >= KMEANS_CACHE_SIZE:
+                KMEANS_CACHE.pop(next(iter(KMEANS_CACHE)))
+            KMEANS_CACHE[key] = centres.copy()
     return centres
 
 

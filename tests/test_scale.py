@@ -158,6 +158,24 @@ def test_kmeans_runs_once_for_the_fits_of_one_vs_rest(monkeypatch):
     assert len(calls) == 3
 
 
+def test_kmeans_cache_under_threads(monkeypatch):
+    """Threads fitting on more distinct inputs than the cache keeps (study cells may run in
+    threads) all get the centres a serial run gives, and the cache stays within its size."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sparsebayes.models import problems
+
+    monkeypatch.setattr(problems, "KMEANS_CACHE", {})
+    inputs = [np.random.default_rng(s).normal(size=(200, 2)) for s in range(7)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda X: problems.kmeans_centres(X, 10), inputs * 3))
+    assert len(problems.KMEANS_CACHE) <= problems.KMEANS_CACHE_SIZE
+    problems.KMEANS_CACHE.clear()
+    serial = [problems.kmeans_centres(X, 10) for X in inputs]
+    for i, centres in enumerate(got):
+        np.testing.assert_array_equal(centres, serial[i % len(inputs)])
+
+
 def test_classification_with_a_dictionary():
     """Ripley: a 30-centre dictionary classifies about as well as the classic RVM."""
     X, y = datasets.ripley_mixture(250, seed=2)
