@@ -155,8 +155,8 @@ def measure_subsets(methods, n_subsets: int) -> list[dict]:
     rows = []
     for m, rs in runs.items():
         out = {k: statistics.median(r[k] for r in rs) for k in ("fit", "cv", "predict")}
-        out["optimise"] = (statistics.median(r["optimise"] for r in rs)
-                           if rs[0]["optimise"] is not None else None)
+        opts = [r["optimise"] for r in rs]
+        out["optimise"] = statistics.median(opts) if None not in opts else None
         out.update({k: float(np.mean([r[k] for r in rs]))
                     for k in ("error", "log_loss", "n_vec")})
         rows.append({"method": m, **out})
