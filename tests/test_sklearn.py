@@ -219,8 +219,9 @@ def test_width_bounds_on_a_grid():
 def test_width_bound_stops_the_degenerate_small_width_optimum():
     """On pure noise (true beta = 1) the evidence keeps rising as the width shrinks below the
     input spacing (Phi -> [1, I]: one free variance per point): the free optimum keeps every
-    point and drives the noise towards its floor. The bound keeps the fit at r_min with a
-    sane noise estimate and few relevance vectors."""
+    point and drives the noise towards its floor. Free per-input widths shrink single
+    inputs' widths below that spacing too. RVR's per-input widths stay at or above r_min:
+    a sane noise estimate and few relevance vectors; the widths on the bound are counted."""
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((60, 4)), rng.standard_normal(60)
     r_min, r0 = estimator_width_range(X)
@@ -230,14 +231,55 @@ def test_width_bound_stops_the_degenerate_small_width_optimum():
         warnings.filterwarnings("ignore", "the noise estimate hit its floor", NumericalWarning)
         free = fit(RVMRegression(X, y, kernel=GaussianKernel(r0), learn_width=True),
                    "evidence")
+        free_ard = fit(RVMRegression(X, y, kernel=GaussianKernel((r0,) * 4), learn_width=True),
+                       "evidence")
     assert free.attrs["width"][0] < r_min
     assert float(free["gaussian_posterior"]["beta"]) > 1e4
     assert free.attrs["n_relevant"] > 55
-    reg = RVR().fit(X, y)  # no warning: the degenerate fit is replaced
-    assert reg.posterior_.attrs["width_at_bound"] == 1
-    assert reg.width_ == pytest.approx(r_min)
+    assert np.min(free_ard.attrs["width"]) < r_min / 2
+    reg = RVR().fit(X, y)  # no warning
+    # the per-input floor: r_min of the inputs in units of their sd, times the sd
+    sd = np.std(X, axis=0)
+    spacing = NearestNeighbors(n_neighbors=2).fit(X / sd).kneighbors(X / sd)[0][:, 1]
+    floor = 2 * np.median(spacing) * sd
+    assert reg.width_.shape == (4,) and np.all(reg.width_ >= floor * (1 - 1e-9))
+    at_bound = int(np.sum(reg.width_ <= floor * (1 + 1e-6)))
+    assert at_bound >= 1 and reg.posterior_.attrs["width_at_bound"] == at_bound
     assert 0.5 < reg.beta_ < 2.0
-    assert reg.relevance_.size < 15
+    assert reg.relevance_.size < min(15, free_ard.attrs["n_relevant"])
+
+
+def test_rvr_per_input_widths_follow_the_units_of_each_input():
+    """Rescaling input k by s_k rescales its learned width by s_k and leaves the fit
+    unchanged (the start, the bounds and the kernel are in units of each input's sd), so
+    unlike one shared width the default RVR does not need standardised inputs."""
+    X, y = load_diabetes(return_X_y=True)
+    X, y = X[:200], y[:200]
+    s = np.array([1, 10, 100, 0.1, 1, 1, 1000, 1, 0.01, 1.0])
+    with threadpool_limits(1, "blas"):
+        a, b = RVR().fit(X, y), RVR().fit(X * s, y)
+    np.testing.assert_allclose(b.width_ / s, a.width_, rtol=1e-6)
+    np.testing.assert_allclose(b.predict(X[:50] * s), a.predict(X[:50]), rtol=1e-6)
+    np.testing.assert_array_equal(b.relevance_, a.relevance_)
+
+
+def test_rvc_width_bound_refits_on_the_bound():
+    """One shared width (RVC): on random labels the Laplace evidence's optimum lies below
+    r_min; the constrained optimum is taken on the bound (the model refitted at r_min)."""
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((80, 4)), rng.integers(0, 2, 80)
+    r_min, r0 = estimator_width_range(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        free = fit(RVMClassification(X, y, kernel=GaussianKernel(r0), learn_width=True),
+                   "evidence")
+        clf = RVC().fit(X, y)
+    assert free.attrs["width"][0] < r_min
+    assert clf.posterior_.attrs["width_at_bound"] == 1
+    assert clf.width_ == pytest.approx(r_min, rel=1e-12)
+    ref = fit(RVMClassification(X, y, kernel=GaussianKernel(r_min)), "evidence")
+    np.testing.assert_allclose(clf.predict_proba(X), predict(ref, X).proba, rtol=1e-10)
+    assert clf.relevance_.size < free.attrs["n_relevant"]
 
 
 def test_rvr_duplicate_rows_need_no_warning_and_fit_once():
@@ -615,9 +657,10 @@ def test_diabetes_rvr_vs_ard_on_the_same_basis_and_cross_validated_svr():
     splits pooled. "Matches" = mean test RMSE within 2% and a one-sided paired t-test on the
     pooled squared errors does not find RVR worse (p > 0.05).
 
-    * RVR (width by the evidence) vs ARDRegression on the same design [1, K] (the same model,
-      MacKay-style updates): matches.
-    * RVR with its width by cross-validation, as SVR gets C and epsilon: matches or beats SVR.
+    * RVR (per-input widths by the evidence) vs ARDRegression on the same design [1, K] at
+      those widths (the same model, MacKay-style updates): matches.
+    * RVR at its defaults, and RVR with one width by cross-validation (as SVR gets C and
+      epsilon): each matches or beats SVR.
     * Both RVRs keep at most 1/5 of SVR's support vectors.
     """
     X, y = load_diabetes(return_X_y=True)
@@ -627,9 +670,9 @@ def test_diabetes_rvr_vs_ard_on_the_same_basis_and_cross_validated_svr():
         for seed in range(3):
             Xtr, Xte, ytr, yte = standardised_split(X, y, seed)
             rvr = RVR().fit(Xtr, ytr)
-            gamma = 1 / rvr.width_**2
-            K = np.column_stack([np.ones(len(Xtr)), rbf_kernel(Xtr, Xtr, gamma=gamma)])
-            Kte = np.column_stack([np.ones(len(Xte)), rbf_kernel(Xte, Xtr, gamma=gamma)])
+            Z, Zte = Xtr / rvr.width_, Xte / rvr.width_  # exp(-sum_k (x_k - c_k)^2 / r_k^2)
+            K = np.column_stack([np.ones(len(Xtr)), rbf_kernel(Z, Z, gamma=1.0)])
+            Kte = np.column_stack([np.ones(len(Xte)), rbf_kernel(Zte, Z, gamma=1.0)])
             ard = ARDRegression(fit_intercept=False).fit(K, ytr)
             rvr_cv = GridSearchCV(RVR(), {"width": [2.5, 3.5, 5.0, 7.0, 10.0]}, cv=3)
             rvr_cv.fit(Xtr, ytr)
@@ -650,8 +693,9 @@ def test_diabetes_rvr_vs_ard_on_the_same_basis_and_cross_validated_svr():
     print("diabetes mean test RMSE over 3 splits:", mean)
     assert mean["rvr"] <= 1.02 * mean["ard"]
     assert not_worse(se["rvr"], se["ard"]) > 0.05
-    assert mean["rvr_cv"] <= 1.02 * mean["svr"]
-    assert not_worse(se["rvr_cv"], se["svr"]) > 0.05
+    for rvr in ("rvr", "rvr_cv"):
+        assert mean[rvr] <= 1.02 * mean["svr"]
+        assert not_worse(se[rvr], se["svr"]) > 0.05
 
 
 @pytest.mark.slow

@@ -14,7 +14,8 @@ from sparsebayes.models.kernels import sq_distances
 from ..numerics import warn_user
 
 __all__ = ["WIDE_FACTOR", "NARROW_SPACING", "median_nn_distance", "check_width",
-           "default_width_bounds", "estimator_width_range", "with_log_width",
+           "default_width_bounds", "estimator_width_range", "estimator_ard_bounds",
+           "with_log_width",
            "log_width_gradient", "eta_gradient"]
 
 WIDE_FACTOR = 100.0  # width > 100 x the input range: the columns are nearly constant
@@ -125,6 +126,25 @@ def estimator_width_range(X: np.ndarray) -> tuple[float, float]:
         return r0, r0
     r_min = 2.0 * spacing
     return r_min, max(r0, r_min)
+
+
+def estimator_ard_bounds(X: np.ndarray) -> np.ndarray:
+    """Bounds (n_features, 2) of the estimators' per-input widths (RVR's ``width=None``):
+    :func:`estimator_width_range`'s lower bound and 100 times the bounding-box diagonal, both
+    on the inputs divided by their standard deviations ``sd_k``, times ``sd_k``.
+
+    With every ``r_k`` at least its lower bound, ``sum_k (x_k - c_k)^2 / r_k^2`` is at most
+    ``||(x - c) / sd||^2 / r_min^2``: the kernel is at least ``exp(-1/4)`` at the median
+    nearest neighbour, as for one width at ``r_min``; without the bound single widths
+    shrink to the one-dimensional spacing on pure noise (every point kept). Scaled by
+    ``sd_k``, the bounds follow the units of each input (a constant input: ``sd_k = 1``).
+    """
+    sd = np.std(X, axis=0)
+    sd = np.where(sd > 0, sd, 1.0)
+    Z = X / sd
+    r_min = estimator_width_range(Z)[0]
+    extent = float(np.sqrt(np.sum(np.ptp(Z, axis=0) ** 2)))
+    return np.column_stack([r_min * sd, max(100.0 * extent, 2.0 * r_min) * sd])
 
 
 def with_log_width(basis: Basis, log_width: np.ndarray) -> Basis:
