@@ -394,6 +394,21 @@ def test_evidence_mackay_posterior_at_the_evidence_width():
     np.testing.assert_allclose(mk.predict(X), predict(ref, X).mean, rtol=1e-10)
 
 
+def test_vrvm_posterior_at_the_per_input_evidence_widths():
+    """RVR with two inputs: the per-input widths learned by the evidence are held fixed for
+    another posterior (VRVM), which is then the library's VRVM fit at those widths."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-3, 3, (60, 2))
+    y = np.sinc(X[:, 0]) + 0.1 * rng.standard_normal(60)
+    ev = RVR().fit(X, y)
+    vb = RVR(posterior="vrvm").fit(X, y)
+    assert vb.width_.shape == (2,)
+    np.testing.assert_allclose(vb.width_, ev.width_, rtol=1e-12)
+    assert ev.width_[1] > 10 * ev.width_[0]  # y does not depend on the second input
+    ref = fit(RVMRegression(X, y, kernel=GaussianKernel(tuple(ev.width_))), "vrvm")
+    np.testing.assert_allclose(vb.predict(X), predict(ref, X).mean, rtol=1e-10)
+
+
 def mixture_moments(post, X):
     """Predictive mean and variance of the mixture over the posterior draws, by hand."""
     basis, cols = basis_from_posterior(post)
