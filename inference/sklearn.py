@@ -60,21 +60,19 @@ CV_FOLDS = 5
 # --------------------------------------------------------------------------------------------
 
 
-def _make_kernel(est, X: np.ndarray) -> tuple[Kernel, bool | str]:
+def _make_kernel(est, X: np.ndarray) -> tuple[Kernel | None, bool | str]:
     """The kernel named by ``est.kernel`` and whether its width is to be learned (True: by
-    the evidence, "cv": by cross-validation)."""
+    the evidence, "cv": by cross-validation; the kernel is then None, built where the
+    width is learned)."""
     kernel, width = est.kernel, est.width
     if isinstance(kernel, str):
         if kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {KERNELS} or a callable, got {kernel!r}")
         if kernel == "rbf":
             if width is None:
-                r0 = estimator_width_range(X)[1]
-                if est._width_per_input and X.shape[1] > 1:
-                    return GaussianKernel((r0,) * X.shape[1]), True
-                return GaussianKernel(r0), True
+                return None, True
             if isinstance(width, str) and width == "cv":
-                return GaussianKernel(estimator_width_range(X)[1]), "cv"
+                return None, "cv"
             w = np.asarray(width, dtype=float) if not isinstance(width, str) else None
             if w is None or w.ndim > 1 or w.size == 0 or not np.all(np.isfinite(w)) \
                     or np.any(w <= 0):
@@ -146,19 +144,23 @@ def _call_fit(problem, method: str, seed: int | None, options: dict) -> xr.DataT
         return fit(problem, method, seed=seed, **options)
 
 
-def _learn_width(make_problem: Callable, kernel: GaussianKernel, X: np.ndarray,
+def _learn_width(make_problem: Callable, per_input: bool, X: np.ndarray,
                  seed: int | None, options: dict) -> xr.DataTree:
-    """Evidence fit with the Gaussian width(s) of ``kernel`` learned, none below a lower
-    bound (``posterior_.attrs["width_at_bound"]``: how many widths ended on it).
+    """Evidence fit with the Gaussian width learned (``per_input``: one width per input),
+    none below a lower bound (``posterior_.attrs["width_at_bound"]``: how many widths ended
+    on it).
 
     One width per input (ARD, Tipping 2001 §4.4.1's eta-RVM): L-BFGS-B within
-    :func:`~.rvm.widths.estimator_ard_bounds`. One width: bounded below by ``r_min`` of
-    :func:`~.rvm.widths.estimator_width_range`; if the optimum lies below it, the
-    constrained optimum is taken to be on the bound (the evidence rises monotonically
-    towards the degenerate small-width limit) and the model is refitted there. Warnings of
-    the discarded fit are dropped, those of the returned fit are passed on."""
-    if kernel.is_ard:
+    :func:`~.rvm.widths.estimator_ard_bounds`, from the evidence fit's own start (the tied
+    model's search, whatever widths the kernel holds: here the bounds' geometric means).
+    One width: from the start of :func:`~.rvm.widths.estimator_width_range`, bounded below
+    by its ``r_min``; if the optimum lies below it, the constrained optimum is taken to be
+    on the bound (the evidence rises monotonically towards the degenerate small-width limit)
+    and the model is refitted there. Warnings of the discarded fit are dropped, those of the
+    returned fit are passed on."""
+    if per_input:
         bounds = estimator_ard_bounds(X)
+        kernel = GaussianKernel(tuple(np.sqrt(bounds[:, 0] * bounds[:, 1])))
         post = _call_fit(make_problem(kernel, True), "evidence", seed,
                          {**options, "width_bounds": bounds})
         at_bound = post.attrs["width"] <= bounds[:, 0] * (1 + 1e-6)
@@ -229,10 +231,11 @@ def _fit_posterior(est, make_problem: Callable, X: np.ndarray, y: np.ndarray) ->
         post = _call_fit(make_problem(GaussianKernel(width), False), method, seed, options)
         post.attrs.update(width=np.array([width]), **attrs)
         return post
+    per_input = est._width_per_input and X.shape[1] > 1
     if method == "evidence":
-        return _learn_width(make_problem, kernel, X, seed, options)
-    width = np.asarray(_learn_width(make_problem, kernel, X, seed, {}).attrs["width"])
-    fixed = GaussianKernel(tuple(width) if kernel.is_ard else float(width[0]))
+        return _learn_width(make_problem, per_input, X, seed, options)
+    width = np.asarray(_learn_width(make_problem, per_input, X, seed, {}).attrs["width"])
+    fixed = GaussianKernel(tuple(width) if per_input else float(width[0]))
     post = _call_fit(make_problem(fixed, False), method, seed, options)
     post.attrs["width"] = width
     return post
