@@ -18,19 +18,27 @@ estimate is optimistic and not comparable with the sampled methods'. :func:`loo`
   (Bürkner et al. 2021 §3): the importance sampling over ``w`` is done exactly, only
   ``theta`` is reweighted. For ADVI the draws come from ``q(theta)`` and the same weights
   assume leaving a point out moves ``q`` as it moves the posterior (Pareto k flags failures).
-* **Type-II ML regression** (``evidence``, ``evidence-mackay``, ``vrvm``; GP ``evidence``):
-  ``estimator="refit"`` is the exact LOO of the method: for each n the same problem on the
-  other N - 1 points is fitted by the same method (hyperparameters re-estimated, basis
-  re-pruned from the same candidates: kernels at every fitted centre, point n's included,
-  since LOO leaves out a target, not a basis function) and its own predictive (T01 eqs. 21-22, GPML
-  eqs. 2.25-2.26) is evaluated at ``x_n``. ``estimator="gaussian"``: GPML eq. 5.12 at the
-  fitted hyperparameters on the fitted basis; optimistic (nothing is refitted), but free.
-* **Classification**: NUTS / ADVI sample ``w`` and the likelihood factorises, so plain
-  PSIS-LOO is right and is returned; type-II ML classification is refused.
+* **Point (type-II ML) results** (``evidence``, ``evidence-mackay``, ``vrvm``; GP
+  ``evidence``), regression and classification: ``estimator="refit"`` is the exact LOO of the
+  method: for each n the same method refitted on the other N - 1 points (hyperparameters
+  re-estimated, basis re-pruned from the same candidates: kernels at every fitted centre,
+  point n's included, since LOO leaves out a target, not a basis function) and its own
+  predictive evaluated at ``x_n``. The refits are warm-started from the full-data solution
+  with the data's statistics downdated by the row left out (:func:`warm_refits`), and reach
+  the optimum a cold refit reaches. ``"kfold"``: the same with ``folds`` folds (the elpd of
+  a fit to (K-1)/K of the points, so slightly pessimistic). The optimistic estimators hold
+  the hyperparameters fitted to all N points: ``"gaussian"`` (regression, GPML eq. 5.12) and
+  ``"cavity"`` (classification, the Laplace LOO of Vehtari, Mononen, Tolvanen, Sivula &
+  Winther 2016).
+* **Sampled classification**: NUTS / ADVI sample ``w`` and the likelihood factorises, so
+  plain PSIS-LOO is right and is returned.
 
-Exact estimators do no importance sampling: their ``pareto_k`` and ``good_k`` are None.
-The result's ``estimator`` and ``seconds`` say which estimator ran and how long it took.
-``az.compare({name: loo(post), ...})`` (or :func:`loo_compare`) ranks methods by them.
+The default (:func:`default_estimator`) depends on the method and the size alone: "psis"
+for sampled results; "refit" for point results up to ``EXACT_MAX_N`` training points, else
+"kfold" with ``KFOLD`` folds; never an optimistic one. Exact estimators do no importance
+sampling: their ``pareto_k`` and ``good_k`` are None. The result's ``estimator``,
+``optimistic`` and ``seconds`` say which estimator ran and how long it took.
+:func:`loo_compare` ranks methods and shows each row's estimator.
 """
 
 from __future__ import annotations
@@ -44,17 +52,41 @@ import xarray as xr
 
 from sparsebayes.models import GammaPrior, NumericalWarning
 
+from .gp import classification as gp_classification
+from .gp import regression as gp_regression
 from .gp.regression import hyperparameter_draws
 from .numerics import LOG_2PI, one_blas_thread, show_progress, warn_user
 from .predictive.regression import beta_draws
 from .results import basis_from_posterior, flat_draws
+from .rvm import evidence, laplace, vrvm, vrvm_classification
 
-__all__ = ["loo", "loo_compare", "gaussian_loo_logpdf", "gp_loo_logpdf", "refit_loo_logpdf",
-           "REFIT_SECONDS", "SAMPLED_METHODS", "POINT_METHODS"]
+__all__ = ["loo", "loo_compare", "default_estimator", "gaussian_loo_logpdf", "gp_loo_logpdf",
+           "cold_refit_logpdf", "warm_refit_logpdf", "observed_logpdf", "warm_refits",
+           "kfold_folds", "training_problem", "EXACT_MAX_N", "KFOLD", "SAMPLED_METHODS",
+           "WARM_REFITS"]
 
-REFIT_SECONDS = 120.0  # default budget (s) for the N refits of the exact type-II ML LOO
 SAMPLED_METHODS = ("nuts", "advi", "fullrank_advi")
-POINT_METHODS = ("evidence", "evidence-mackay", "vrvm")
+CLASSIFICATION_KINDS = ("classification", "gp_classification")
+# (problem kind, method) of the point (type-II ML) results -> their warm-started refits
+WARM_REFITS = {
+    ("regression", "evidence"): evidence.EvidenceRefits,
+    ("regression", "evidence-mackay"): evidence.EvidenceRefits,
+    ("regression", "vrvm"): getattr(vrvm, "VRVMRefits", None),
+    ("gp", "evidence"): getattr(gp_regression, "GPRefits", None),
+    ("classification", "evidence"): getattr(laplace, "LaplaceRefits", None),
+    ("classification", "evidence-mackay"): getattr(laplace, "LaplaceRefits", None),
+    ("classification", "vrvm"): getattr(vrvm_classification, "VRVMClassificationRefits", None),
+    ("gp_classification", "evidence"): getattr(gp_classification, "GPClassificationRefits",
+                                               None),
+}
+# the optimistic estimator of each kind's point results (never the default)
+OPTIMISTIC = {"regression": "gaussian", "gp": "gaussian", "classification": "cavity",
+              "gp_classification": "cavity"}
+# the largest training set whose point results get the exact LOO by default (N refits);
+# above it, KFOLD warm-started folds
+EXACT_MAX_N = {"regression": 2000, "gp": 1000, "classification": 1000,
+               "gp_classification": 1000}
+KFOLD = 10
 _BLOCK_FLOATS = 4_000_000  # floats of the batched matrices per block of draws (32 MB)
 
 
@@ -139,74 +171,126 @@ def gp_loo_logpdf(X: np.ndarray, t: np.ndarray, length_scale: np.ndarray,
     return out
 
 
+def _prior(post) -> GammaPrior | None:
+    return GammaPrior.from_json(post.attrs["prior"]) if "prior" in post.attrs else None
+
+
 def training_problem(post: xr.DataTree, rows: np.ndarray | slice = slice(None)):
     """The problem ``post`` was fitted to, on the training rows ``rows``: the same kernel
     (at its fitted width), bias, extra columns, fixed noise, prior and width learning, and
     the same basis: kernels at *all* the fitted centres (the training inputs of the classic
     RVM), since the model conditions on the inputs and leave-one-out leaves out a target,
     not a column. For refits (:func:`refit_loo_logpdf`)."""
-    from sparsebayes.models import GPRegression, RVMRegression
+    from sparsebayes.models import (
+        GPClassification,
+        GPRegression,
+        RVMClassification,
+        RVMRegression,
+    )
 
     X = post["constant_data"]["X"].values[rows]
     t = post["observed_data"]["t"].values[rows]
-    if post.attrs["problem_kind"] == "gp":
+    kind = post.attrs["problem_kind"]
+    if kind in ("gp", "gp_classification"):
         ds = post["posterior"]
         fixed = {k: flat_draws(post, k)[0]
                  for k in post.attrs.get("fixed", "none").split(",") if k in ds}
-        return GPRegression(X, t, **{k: v if v.ndim else float(v) for k, v in fixed.items()})
+        cls = GPRegression if kind == "gp" else GPClassification
+        return cls(X, t, **{k: v if v.ndim else float(v) for k, v in fixed.items()})
     basis, _ = basis_from_posterior(post)
+    if kind == "classification":  # the labels are the class codes 0..K-1
+        return RVMClassification(X, t, kernel=basis.kernel, bias=basis.bias,
+                                 extra_columns=basis.extra, prior=_prior(post),
+                                 learn_width=bool(int(post.attrs.get("learn_width", 0))),
+                                 centres=basis.centres)
     noise_sd = None
     if int(post.attrs.get("noise_fixed", 0)):
         noise_sd = float(post["posterior"]["noise_sd"].values.reshape(-1)[0])
-    prior = GammaPrior.from_json(post.attrs["prior"]) if "prior" in post.attrs else None
     return RVMRegression(X, t, kernel=basis.kernel, bias=basis.bias,
-                         extra_columns=basis.extra, noise_sd=noise_sd, prior=prior,
+                         extra_columns=basis.extra, noise_sd=noise_sd, prior=_prior(post),
                          learn_width=bool(int(post.attrs.get("learn_width", 0))),
                          centres=basis.centres)
 
 
-def refit_loo_logpdf(post: xr.DataTree, *, progressbar: bool | None = None,
-                     max_seconds: float = np.inf, **options) -> np.ndarray | None:
-    """Exact LOO of a type-II ML regression result: ``log p(t_n | t_-n)`` (N,), the method
-    refitted by ``fit`` on :func:`training_problem` without row n (cold start, as a fit of
-    those points would be) and its own predictive at ``x_n``. ``options`` go to ``fit``.
-    Returns None, having done one refit, when N times that refit's time exceeds
-    ``max_seconds``. Warns (``NumericalWarning``) when refits did not converge."""
+def _progress(progressbar, total: int, desc: str):
+    if not show_progress(progressbar):
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="fit")
+
+
+def cold_refit_logpdf(post: xr.DataTree, folds, *, progressbar: bool | None = None,
+                      **options) -> tuple[np.ndarray, int]:
+    """The brute-force reference: for each fold (an array of rows left out) the method
+    fitted from scratch by ``fit`` on :func:`training_problem` without those rows, and its
+    own predictive density at them. Returns ``log p(t_n | t_rest)`` (N,) and the number of
+    refits that did not converge. ``options`` go to ``fit``."""
     from .api import fit, predict
 
     method = post.attrs["method"]
     X = post["constant_data"]["X"].values
     t = post["observed_data"]["t"].values
-    N = t.size
-    out = np.empty(N)
-    failed = 0
-    bar = None
-    if show_progress(progressbar):
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=N, desc=f"LOO refits ({method})", unit="fit")
     seed = int(post.attrs.get("seed", -1))
-    with warnings.catch_warnings():  # one summary below instead of a warning per refit
+    out, failed = np.empty(t.shape[0]), 0
+    bar = _progress(progressbar, len(folds), f"cold LOO refits ({method})")
+    with warnings.catch_warnings():  # one summary by the caller instead of one per refit
         warnings.simplefilter("ignore")
-        start = time.perf_counter()
-        for n in range(N):
-            rows = np.arange(N) != n
-            sub = fit(training_problem(post, rows), method,
-                      seed=None if seed < 0 else seed, **options)
-            out[n] = float(predict(sub, X[n:n + 1]).logpdf(t[n:n + 1])[0])
-            if n == 0 and N * (time.perf_counter() - start) > max_seconds:
-                if bar is not None:
-                    bar.close()
-                return None
+        for rows_out in folds:
+            keep = np.ones(t.shape[0], bool)
+            keep[rows_out] = False
+            sub = fit(training_problem(post, keep), method, seed=None if seed < 0 else seed,
+                      **options)
+            out[rows_out] = observed_logpdf(predict(sub, X[rows_out]), t[rows_out])
             failed += not int(sub.attrs.get("converged", 1))
             if bar is not None:
                 bar.update()
     if bar is not None:
         bar.close()
-    if failed:
-        warn_user(f"{failed} of {N} leave-one-out refits did not converge; their predictive "
-                  "densities are those of the last iterate", NumericalWarning)
-    return out
+    return out, failed
+
+
+def warm_refits(post: xr.DataTree):
+    """The family's warm-started refits of ``post`` (an object whose ``fold(rows_out)``
+    returns the refit's log predictive density at the rows left out and whether it
+    converged), or None where the fit is refitted cold (widths learned by the evidence)."""
+    cls = WARM_REFITS.get((post.attrs["problem_kind"], post.attrs["method"]))
+    if cls is None or int(post.attrs.get("learn_width", 0)):
+        return None
+    return cls(post)
+
+
+def warm_refit_logpdf(post: xr.DataTree, folds, *, progressbar: bool | None = None
+                      ) -> tuple[np.ndarray, int]:
+    """``log p(t_n | t_rest)`` (N,) with each fold's rows left out, by the family's
+    warm-started refits (:func:`warm_refits`; cold ones where it has none), and the number
+    of refits that did not converge."""
+    refits = warm_refits(post)
+    if refits is None:
+        return cold_refit_logpdf(post, folds, progressbar=progressbar)
+    out, failed = np.empty(post["observed_data"]["t"].shape[0]), 0
+    bar = _progress(progressbar, len(folds), f"LOO refits ({post.attrs['method']})")
+    for rows_out in folds:
+        out[rows_out], converged = refits.fold(np.asarray(rows_out, dtype=int))
+        failed += not converged
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        bar.close()
+    return out, failed
+
+
+def kfold_folds(post: xr.DataTree, k: int = KFOLD) -> list[np.ndarray]:
+    """``k`` folds of the training rows, fixed by the data alone (a permutation seeded by
+    0; stratified by class for classification), so the estimate never depends on the run."""
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    t = post["observed_data"]["t"].values
+    if post.attrs["problem_kind"] in CLASSIFICATION_KINDS:
+        split = StratifiedKFold(k, shuffle=True, random_state=0).split(t, t)
+    else:
+        split = KFold(k, shuffle=True, random_state=0).split(t)
+    return [test for _, test in split]
 
 
 def _elpd_data(post, elpd_i: np.ndarray, lppd_i: np.ndarray, pointwise: bool):
@@ -264,80 +348,138 @@ def _psis(post, ll: np.ndarray, pointwise: bool):
     return azs.loo(tree, pointwise=pointwise)
 
 
+def observed_logpdf(pred, t: np.ndarray) -> np.ndarray:
+    """Log predictive density of the observed targets ``t`` (class codes 0..K-1 for a
+    class predictive, whose ``logpdf`` takes the labels)."""
+    if hasattr(pred, "log_proba"):
+        return pred.log_proba[np.arange(t.shape[0]), np.asarray(t, dtype=int)]
+    return pred.logpdf(t)
+
+
 def _in_sample_lppd(post) -> np.ndarray:
     from .api import predict
 
-    return predict(post, post["constant_data"]["X"].values).logpdf(
-        post["observed_data"]["t"].values)
+    return observed_logpdf(predict(post, post["constant_data"]["X"].values),
+                           post["observed_data"]["t"].values)
 
 
-def loo(post: xr.DataTree, estimator: str | None = None, *, pointwise: bool = True,
-        max_seconds: float = REFIT_SECONDS, progressbar: bool | None = None, **options):
-    """Leave-one-out ``elpd`` of a fitted result by the estimator right for its method (see
-    the module docstring), as an ArviZ ``ELPDDataLOO`` (``elpd_i`` on dim ``obs``);
-    ``az.compare`` takes a dict of them.
+def default_estimator(post: xr.DataTree) -> str:
+    """The estimator :func:`loo` uses by default: "psis" for sampled results; for point
+    (type-II ML) results "refit" (exact) up to ``EXACT_MAX_N[kind]`` training points, else
+    "kfold". Decided by the method and the size alone, never by a clock."""
+    kind, method = post.attrs["problem_kind"], post.attrs.get("method")
+    if method in SAMPLED_METHODS:
+        return "psis"
+    n = post["observed_data"]["t"].shape[0]
+    return "refit" if n <= EXACT_MAX_N[kind] else "kfold"
 
-    estimator : None (the method's own), "psis" (sampled results), "refit" (type-II ML,
-        exact) or "gaussian" (type-II ML at the fitted hyperparameters: optimistic).
-    max_seconds : with ``estimator=None`` a type-II ML result is refitted N times when N
-        times the first refit's time is within this; otherwise "gaussian" with a warning
-        saying so. ``estimator="refit"`` always refits.
-    options : passed to the refits' ``fit`` (e.g. ``max_iter``).
-    """
+
+def _check(post, estimator):
     if not isinstance(post, xr.DataTree) or "problem_kind" not in post.attrs:
         raise TypeError(f"post must be a DataTree returned by sparsebayes.inference.fit, got "
                         f"{type(post).__name__}")
     kind, method = post.attrs["problem_kind"], post.attrs.get("method")
-    sampled = method in SAMPLED_METHODS and kind in ("regression", "gp", "classification")
-    point = (kind == "regression" and method in POINT_METHODS) or (
-        kind == "gp" and method == "evidence")
+    sampled = method in SAMPLED_METHODS
+    point = (kind, method) in WARM_REFITS
     if not (sampled or point):
-        raise ValueError(
-            f"no leave-one-out estimator for a {kind} {method!r} result: the Laplace / "
-            "variational classifiers have no closed-form LOO and their refits are not "
-            "implemented (az.loo(post) would hold the hyperparameters fitted to all points)")
-    allowed = ("psis",) if sampled else ("refit", "gaussian")
+        raise ValueError(f"no leave-one-out estimator for a {kind} {method!r} result")
+    optimistic = OPTIMISTIC[kind] if point else None
+    allowed = ("psis",) if sampled else ("refit", "kfold", optimistic)
     if estimator not in (None, *allowed):
         raise ValueError(f"estimator must be one of {allowed} for a {kind} {method!r} result, "
                          f"got {estimator!r}")
-    if sampled:
-        estimator = "psis"
+    return sampled, optimistic
+
+
+def loo(post: xr.DataTree, estimator: str | None = None, *, pointwise: bool = True,
+        folds: int = KFOLD, progressbar: bool | None = None):
+    """Leave-one-out ``elpd`` of a fitted result by the estimator right for its method (see
+    the module docstring), as an ArviZ ``ELPDDataLOO`` (``elpd_i`` on dim ``obs``);
+    ``az.compare`` takes a dict of them (or use :func:`loo_compare`).
+
+    estimator : None for :func:`default_estimator`; "psis" (sampled results); for point
+        results "refit" (exact, warm-started refits), "kfold" (``folds`` warm-started
+        refits: the elpd of a fit to ``(folds - 1) / folds`` of the points) or the optimistic
+        estimate at the fitted hyperparameters ("gaussian" for regression, GPML eq. 5.12;
+        "cavity" for classification, Vehtari et al. 2016's Laplace LOO).
+    The result's ``estimator`` says which ran, ``seconds`` how long it took, ``optimistic``
+    whether it holds anything fitted to all the points.
+    """
+    sampled, optimistic = _check(post, estimator)
+    kind = post.attrs["problem_kind"]
+    if estimator is None:
+        estimator = default_estimator(post)
+    if not isinstance(folds, int | np.integer) or not 2 <= folds <= post["observed_data"][
+            "t"].shape[0]:
+        raise ValueError(f"folds must be an integer in [2, N], got {folds!r}")
     start = time.perf_counter()
-    elpd_i = None
-    if sampled and kind == "classification":
+    if estimator == "psis" and kind == "classification":
         import arviz_stats as azs
 
         res = azs.loo(post, pointwise=pointwise)
-    elif sampled:
+    elif estimator == "psis":
         res = _psis(post, _gaussian_loo(post), pointwise)
-    elif estimator in (None, "refit"):
-        elpd_i = refit_loo_logpdf(post, progressbar=progressbar, **options,
-                                  max_seconds=max_seconds if estimator is None else np.inf)
-        if elpd_i is None:
-            n = post["observed_data"]["t"].size
-            warn_user(
-                f"exact leave-one-out needs {n} refits (~{time.perf_counter() - start:.2g} s "
-                f"each, over max_seconds={max_seconds:g} in all): using the Gaussian LOO at the "
-                "hyperparameters fitted to all points instead, which is optimistic (alpha, "
-                "beta and the pruning are not refitted). Pass estimator='refit' or a larger "
-                "max_seconds to refit.", NumericalWarning)
-    if point:
-        estimator = "refit" if elpd_i is not None else "gaussian"
-        if elpd_i is None:
-            elpd_i = _gaussian_loo(post)[0]
+    else:
+        n = post["observed_data"]["t"].shape[0]
+        if estimator in ("refit", "kfold"):
+            parts = ([np.array([i]) for i in range(n)] if estimator == "refit"
+                     else kfold_folds(post, folds))
+            elpd_i, failed = warm_refit_logpdf(post, parts, progressbar=progressbar)
+            if failed:
+                warn_user(f"{failed} of {len(parts)} refits did not converge; their "
+                          "predictive densities are those of the last iterate",
+                          NumericalWarning)
+        else:
+            elpd_i = _optimistic_loo(post)
         res = _elpd_data(post, elpd_i, _in_sample_lppd(post), pointwise)
     res.estimator = estimator
+    res.optimistic = estimator == optimistic
+    res.folds = folds if estimator == "kfold" else None
     res.seconds = time.perf_counter() - start
     return res
 
 
+def _optimistic_loo(post) -> np.ndarray:
+    """The LOO at the hyperparameters fitted to all points: GPML eq. 5.12 for regression,
+    the Laplace cavity (Vehtari et al. 2016) for classification."""
+    kind = post.attrs["problem_kind"]
+    if kind in ("regression", "gp"):
+        return _gaussian_loo(post)[0]
+    if kind == "gp_classification":
+        from .gp.classification import gp_laplace_cavity_logpdf
+
+        return gp_laplace_cavity_logpdf(post)
+    from .rvm.laplace import laplace_cavity_logpdf
+
+    return laplace_cavity_logpdf(post)
+
+
 def loo_compare(posts: Mapping[str, xr.DataTree], **kwargs):
     """``az.compare`` of ``{name: result}`` by :func:`loo` of each (``ELPDData`` values are
-    taken as they are); ``kwargs`` go to ``az.compare`` (e.g. ``method``)."""
+    taken as they are), with a column ``estimator`` naming each row's estimator; ``kwargs``
+    go to ``az.compare`` (e.g. ``method``). Refuses to rank an optimistic estimate (held at
+    hyperparameters fitted to all points) against others, and warns when K-fold rows (a fit
+    to fewer points) are ranked against leave-one-out ones."""
     import arviz_stats as azs
     from arviz_stats.utils import ELPDData
 
     if not isinstance(posts, Mapping) or len(posts) < 2:
         raise ValueError("posts must be a mapping of at least two {name: result}")
-    return azs.compare({k: v if isinstance(v, ELPDData) else loo(v) for k, v in posts.items()},
-                       **kwargs)
+    res = {k: v if isinstance(v, ELPDData) else loo(v) for k, v in posts.items()}
+    est = {k: getattr(v, "estimator", "psis") for k, v in res.items()}
+    optimistic = sorted(k for k, v in res.items() if getattr(v, "optimistic", False))
+    if optimistic and len(optimistic) < len(res):
+        raise ValueError(
+            f"{optimistic} hold an optimistic LOO (estimator "
+            f"{sorted({est[k] for k in optimistic})}: the hyperparameters and the pruning are "
+            "fitted to all points) and cannot be ranked against the other rows; use "
+            "loo(post, 'refit') (exact) or loo(post, 'kfold') for them")
+    kinds = {"kfold" if e == "kfold" else "loo" for e in est.values()}
+    if len(kinds) > 1:
+        warn_user("ranking K-fold estimates (each fold fitted to (K-1)/K of the points, "
+                  "pessimistic by the learning curve) against leave-one-out ones: pass "
+                  "estimator='kfold' to every result for a like-for-like ranking",
+                  NumericalWarning)
+    table = azs.compare(res, **kwargs)
+    table.insert(0, "estimator", [est[k] for k in table.index])
+    return table

@@ -22,7 +22,6 @@ from sparsebayes.models import (
     GaussianKernel,
     GPRegression,
     NumericalWarning,
-    RVMClassification,
     RVMRegression,
 )
 
@@ -85,26 +84,97 @@ def refit_by_hand(X, t, method, **problem):
 
 
 @pytest.mark.parametrize("method, problem", [
-    ("evidence", {"kernel": GaussianKernel(3.0)}),
-    ("evidence-mackay", {"kernel": GaussianKernel(2.0), "noise_sd": 0.1}),
     ("vrvm", {"kernel": GaussianKernel(3.0), "centres": np.linspace(-9, 9, 10)[:, None]}),
 ])
 def test_refit_loo_equals_refitting_by_hand(method, problem):
-    """Exact LOO of a type-II ML result = the same method fitted on each N - 1 points (the
-    problem rebuilt from the result: kernel, fixed noise, dictionary) and its predictive at
-    the point left out."""
+    """Exact LOO of a type-II ML result = the same method fitted cold on each N - 1 points
+    (the problem rebuilt by hand: kernel, fixed noise, dictionary) and its predictive at
+    the point left out; the library's refits are warm-started from the full-data fit."""
     X, t = sinc(30, 1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         post = fit(RVMRegression(X, t, **problem), method)
         want = refit_by_hand(X, t, method, **problem)
         res = loo(post, "refit")
-    np.testing.assert_allclose(res.elpd_i.values, want, rtol=0, atol=1e-10)
-    assert res.elpd == pytest.approx(want.sum()) and res.estimator == "refit"
-    assert res.se == pytest.approx(np.sqrt(30 * np.var(want)))
+    np.testing.assert_allclose(res.elpd_i.values, want, rtol=0, atol=1e-5)
+    assert res.elpd == pytest.approx(res.elpd_i.values.sum()) and res.estimator == "refit"
+    assert res.se == pytest.approx(np.sqrt(30 * np.var(res.elpd_i.values)))
     lppd = predict(post, X).logpdf(t)
-    assert res.p == pytest.approx(lppd.sum() - want.sum())
-    assert res.pareto_k is None
+    assert res.p == pytest.approx(lppd.sum() - res.elpd_i.values.sum())
+    assert res.pareto_k is None and not res.optimistic
+
+
+@pytest.mark.parametrize("method, n, problem, below, equal", [
+    ("evidence", 100, {"kernel": GaussianKernel(3.0)}, 1e-8, 15),
+    ("evidence-mackay", 30, {"kernel": GaussianKernel(2.0), "noise_sd": 0.1}, 0.02, 12),
+])
+def test_warm_evidence_refits_reach_the_cold_optimum_or_a_higher_one(method, n, problem,
+                                                                      below, equal):
+    """The method refitted on N - 1 points from the full-data optimum (data downdated by the
+    row left out) against a cold fit of the same N - 1 points. Tipping & Faul on noisy sinc,
+    N = 100 (measured: the warm optimum equals the cold one or is higher on every row): the
+    log evidence is never lower by more than 1e-8 nats. MacKay's re-estimation (every
+    candidate back in, the pruned ones at MacKay's start; N = 30, fixed noise) prunes
+    along another path than a cold start: at most 0.02 nats lower. Where the optima are
+    the same (evidence equal to 1e-8) the LOO densities agree to 1e-5 (the tolerance on
+    ln alpha is 1e-6)."""
+    from sparsebayes.inference.loo import cold_refit_logpdf, training_problem
+    from sparsebayes.inference.rvm.evidence import EvidenceRefits
+
+    X, t = sinc(n, 1)
+    post = fit(RVMRegression(X, t, **problem), method)
+    refits = EvidenceRefits(post)
+    rows = np.arange(0, n, n // 20)[:20]
+    same = 0
+    for i in rows:
+        warm = refits.fold(np.array([i]))[0][0]
+        keep = np.arange(n) != i
+        cold_post = fit(training_problem(post, keep), method)
+        cold = predict(cold_post, X[i:i + 1]).logpdf(t[i:i + 1])[0]
+        gap = refits.log_evidence - cold_post.attrs["log_evidence"]
+        assert gap > -below, i
+        if abs(gap) < 1e-8:
+            same += 1
+            assert warm == pytest.approx(cold, abs=1e-5), i
+    assert same >= equal
+    # the library's brute-force reference is the same cold fit
+    cold_all, failed = cold_refit_logpdf(post, [np.array([i]) for i in rows[:2]])
+    for i in rows[:2]:
+        keep = np.arange(n) != i
+        want = predict(fit(training_problem(post, keep), method),
+                       X[i:i + 1]).logpdf(t[i:i + 1])[0]
+        assert cold_all[i] == want
+
+
+def test_kfold_refits_reach_the_cold_optimum_of_each_fold():
+    """10-fold: each fold's rows left out together (a dictionary: G - Phi_out^T Phi_out),
+    warm against a cold fit of the other 90% of the rows: the same optimum (log evidence
+    and densities equal) or a higher one (measured: fold 3 of this case, +3.3 nats)."""
+    from sparsebayes.inference.loo import kfold_folds, training_problem
+    from sparsebayes.inference.rvm.evidence import EvidenceRefits
+
+    X, t = sinc(200, 2)
+    post = fit(RVMRegression(X, t, kernel=GaussianKernel(3.0), centres=20), "evidence")
+    folds = kfold_folds(post)
+    assert sorted(np.concatenate(folds).tolist()) == list(range(200))
+    refits = EvidenceRefits(post)
+    same = 0
+    for rows in folds[:3]:
+        warm = refits.fold(rows)[0]
+        keep = np.ones(200, bool)
+        keep[rows] = False
+        cold_post = fit(training_problem(post, keep), "evidence")
+        gap = refits.log_evidence - cold_post.attrs["log_evidence"]
+        assert gap > -1e-8
+        if abs(gap) < 1e-8:
+            same += 1
+            np.testing.assert_allclose(warm, predict(cold_post, X[rows]).logpdf(t[rows]),
+                                       rtol=0, atol=1e-5)
+    assert same >= 2
+    res = loo(post, "kfold")
+    assert res.estimator == "kfold" and res.folds == 10 and not res.optimistic
+    np.testing.assert_allclose(res.elpd_i.values[folds[0]], refits.fold(folds[0])[0],
+                               atol=1e-12)
 
 
 def test_gp_refit_loo_equals_refitting_by_hand():
@@ -138,13 +208,41 @@ def test_gaussian_estimator_is_the_conditional_at_the_fitted_hyperparameters():
     np.testing.assert_allclose(loo(post, "gaussian").elpd_i.values, want, atol=1e-9)
 
 
-def test_default_estimator_refits_within_the_budget_and_warns_otherwise():
+def test_default_estimator_depends_on_size_not_on_the_clock(monkeypatch):
+    """The default is exact refits up to EXACT_MAX_N points and 10 folds above it, the same
+    when every clock reading is 1000 s later than the last (a machine 'slowed' to a crawl)."""
+    import importlib
+    import time as time_module
+
+    loo_module = importlib.import_module("sparsebayes.inference.loo")
+
     X, t = sinc(30, 4)
     post = fit(RVMRegression(X, t, kernel=GaussianKernel(3.0)), "evidence")
-    assert loo(post).estimator == "refit"
-    with pytest.warns(NumericalWarning, match="optimistic") as rec:
-        res = loo(post, max_seconds=0.0)
-    assert res.estimator == "gaussian" and rec[0].filename == __file__
+    fast = loo(post)
+    clock = iter(np.arange(0, 1e9, 1000.0))
+    monkeypatch.setattr(time_module, "perf_counter", lambda: float(next(clock)))
+    slow = loo(post)
+    monkeypatch.undo()
+    assert fast.estimator == slow.estimator == "refit"
+    np.testing.assert_array_equal(fast.elpd_i.values, slow.elpd_i.values)
+    monkeypatch.setitem(loo_module.EXACT_MAX_N, "regression", 20)
+    assert loo_module.default_estimator(post) == "kfold"
+    assert loo(post).estimator == "kfold"
+
+
+def test_loo_compare_shows_estimators_and_refuses_optimistic_against_exact():
+    X, t = sinc(40, 6)
+    problem = RVMRegression(X, t, kernel=GaussianKernel(3.0))
+    ev = fit(problem, "evidence")
+    mk = fit(problem, "evidence", local_search=False)
+    table = loo_compare({"evidence": ev, "mackay": mk})
+    assert list(table["estimator"]) == ["refit", "refit"]
+    with pytest.raises(ValueError, match="optimistic.*loo\\(post, 'refit'\\)"):
+        loo_compare({"evidence": loo(ev, "gaussian"), "mackay": mk})
+    both = loo_compare({"evidence": loo(ev, "gaussian"), "mackay": loo(mk, "gaussian")})
+    assert set(both["estimator"]) == {"gaussian"}
+    with pytest.warns(NumericalWarning, match="K-fold"):
+        loo_compare({"evidence": loo(ev, "kfold"), "mackay": mk})
 
 
 def test_refusals_name_the_argument():
@@ -156,10 +254,8 @@ def test_refusals_name_the_argument():
         loo({"t": t})
     with pytest.raises(ValueError, match="at least two"):
         loo_compare({"evidence": post})
-    y = (t > 0).astype(int)
-    cpost = fit(RVMClassification(X, y, kernel=GaussianKernel(3.0)), "evidence")
-    with pytest.raises(ValueError, match="no leave-one-out estimator"):
-        loo(cpost)
+    with pytest.raises(ValueError, match="folds must be"):
+        loo(post, "kfold", folds=1)
 
 
 def test_readme_loo_block_runs_and_refits_the_evidence_fit():

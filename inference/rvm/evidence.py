@@ -37,7 +37,13 @@ from ..numerics import (
     warn_user,
     weight_posterior,
 )
-from ..results import gaussian_log_likelihood, make_datatree, pointwise_budget_ok
+from ..predictive.regression import gaussian_predictive
+from ..results import (
+    basis_from_posterior,
+    gaussian_log_likelihood,
+    make_datatree,
+    pointwise_budget_ok,
+)
 from .mackay import mackay_update
 from .sequential import (
     ALIGNMENT_MAX,
@@ -47,7 +53,7 @@ from .sequential import (
     basis_objective,
     optimal_alpha,
 )
-from .statistics import check_memory, chunk_rows, gram_statistics
+from .statistics import GramStatistics, check_memory, chunk_rows, gram_statistics
 from .widths import (
     default_width_bounds,
     eta_gradient,
@@ -64,6 +70,7 @@ __all__ = [
     "fit_fast",
     "fit_mackay",
     "default_width_bounds",
+    "EvidenceRefits",
 ]
 
 
@@ -117,13 +124,14 @@ class _Design:
         self.var_t = float(np.var(t))
         self.symmetric_block = _symmetric_block(basis, X)
         self._G = None
+        self._sq = np.einsum("nm,nm->m", self.Phi, self.Phi)
 
     def products(self, beta: float) -> DenseProducts:
         return DenseProducts(self.Phi, self.t, np.full(self.n, beta), self.symmetric_block,
-                             diag=beta * np.einsum("nm,nm->m", self.Phi, self.Phi))
+                             diag=beta * self._sq)
 
     def column_sq_norms(self) -> np.ndarray:
-        return np.einsum("nm,nm->m", self.Phi, self.Phi)
+        return self._sq.copy()
 
     def gram(self, active) -> np.ndarray:
         if self.Phi.shape[1] > 5000:  # MacKay's full Gram matrix would be too large
@@ -135,6 +143,70 @@ class _Design:
     def rss(self, active, mu: np.ndarray) -> float:
         r = self.t - self.Phi[:, active] @ mu
         return float(r @ r)
+
+
+class _MaskedProducts(DenseProducts):
+    """:class:`DenseProducts` of a design with some rows left out: their precisions are zero
+    (``B = beta diag(keep)``), so every product with ``B`` drops them without a copy of the
+    design. ``cached = (columns, Phi^T B Phi[:, columns])`` of the rows kept, known in
+    advance (the state's first columns, downdated from the full data's)."""
+
+    def __init__(self, Phi, t, keep, beta, symmetric_block, diag, PhiBt, cached) -> None:
+        super().__init__(Phi, t, beta * keep, symmetric_block, diag=diag, PhiBt=PhiBt)
+        self.keep = keep
+        self.n = int(keep.sum())
+        self._cached = cached
+
+    def columns(self, idx, out: np.ndarray) -> None:
+        cols, cross = self._cached
+        if len(idx) == len(cols) and np.array_equal(idx, cols):
+            out[...] = cross
+        else:
+            super().columns(idx, out)
+
+    def rss(self, act, mu: np.ndarray) -> float:
+        r = self.t - self.Phi[:, act] @ mu
+        return float(r @ (self.keep * r))
+
+    def logdet_b(self) -> float:
+        return float(np.sum(np.log(self.b[self.keep > 0])))
+
+
+class _DesignWithout:
+    """The classic design (:class:`_Design`) without the rows ``out``: the sufficient
+    statistics downdated by them (``Phi^T t - Phi_out^T t_out``, column norms, Gram blocks)
+    and products that weight them by zero; for leave-one-out and K-fold refits."""
+
+    def __init__(self, full: _Design, out: np.ndarray, active: np.ndarray,
+                 full_cross: np.ndarray) -> None:
+        self.full, self.Phi, self.t = full, full.Phi, full.t
+        self.keep = np.ones(full.n)
+        self.keep[out] = 0.0
+        self.n = int(full.n - len(out))
+        self._out = full.Phi[out]
+        self.Phit = full.Phit - self._out.T @ full.t[out]
+        self._sq = full.column_sq_norms() - np.einsum("rm,rm->m", self._out, self._out)
+        kept = full.t[self.keep > 0]
+        self.var_t, self.tt = float(np.var(kept)), float(kept @ kept)
+        self.symmetric_block = full.symmetric_block
+        self._active = active
+        self._cross = full_cross - self._out.T @ self._out[:, active]
+
+    def products(self, beta: float) -> DenseProducts:
+        return _MaskedProducts(self.Phi, self.t, self.keep, beta, self.symmetric_block,
+                               beta * self._sq, beta * self.Phit,
+                               (self._active, beta * self._cross))
+
+    def column_sq_norms(self) -> np.ndarray:
+        return self._sq.copy()
+
+    def gram(self, active) -> np.ndarray:
+        P = self._out[:, active]
+        return self.full.gram(active) - P.T @ P
+
+    def rss(self, active, mu: np.ndarray) -> float:
+        r = self.t - self.Phi[:, active] @ mu
+        return float(r @ (self.keep * r))
 
 
 def _data(problem, basis: Basis):
@@ -233,6 +305,25 @@ def _escape_local_optima(run, fitted, max_rounds: int = 3):
         else:
             break
     return (*best[:7], iters, best[8]), runs
+
+
+def _converge_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm,
+                   local_search, n_columns: int, learn_width: bool = False):
+    """:func:`_run_fast`, then :func:`_escape_local_optima` when ``local_search`` says so
+    (None: for bases of at most ``LOCAL_SEARCH_MAX_COLUMNS`` columns whose first optimum
+    keeps at most ``LOCAL_SEARCH_MAX_KEPT``). Returns the fitted tuple and the search's runs."""
+    fitted = _run_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm)
+    # a proper prior on alpha keeps every basis (T01 App. A): nothing to search
+    search = local_search if local_search is not None else (
+        n_columns <= LOCAL_SEARCH_MAX_COLUMNS and fitted[0].size <= LOCAL_SEARCH_MAX_KEPT)
+    if not search or learn_width or prior.a != 0 or np.any(prior.b):
+        return fitted, 0
+
+    def run(start, tabu):
+        return _run_fast(data, prior, start[2], estimate_noise, beta_max, max_iter, tol,
+                         start, Policy(tabu=tabu))
+
+    return _escape_local_optima(run, fitted)
 
 
 def _width_gradient(b: Basis, X, t, cols, mu, Sigma, beta: float) -> np.ndarray:
@@ -509,17 +600,10 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
                 beta = 1.0 / problem.noise_sd**2 if not estimate_noise else 1.0 / (0.1 * var_t)
             beta = min(beta, beta_max)
         if algorithm == "fast":
-            fitted = _run_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm)
-            # a proper prior on alpha keeps every basis (T01 App. A): nothing to search
-            search = local_search if local_search is not None else (
-                problem.basis.n_columns <= LOCAL_SEARCH_MAX_COLUMNS
-                and fitted[0].size <= LOCAL_SEARCH_MAX_KEPT)
-            if search and not problem.learn_width and prior.a == 0 and not np.any(prior.b):
-                def run(start, tabu, data=data, beta_max=beta_max):
-                    return _run_fast(data, prior, start[2], estimate_noise, beta_max,
-                                     max_iter, tol, start, Policy(tabu=tabu))
-                fitted, runs = _escape_local_optima(run, fitted)
-                search_runs += runs
+            fitted, runs = _converge_fast(data, prior, beta, estimate_noise, beta_max,
+                                          max_iter, tol, warm, local_search,
+                                          problem.basis.n_columns, problem.learn_width)
+            search_runs += runs
             active, alpha, beta, mu, Sigma, tr, converged, n_iter, n_aligned = fitted
             if n_aligned:
                 notes.append(f"{n_aligned} candidate basis functions were skipped as "
@@ -558,6 +642,83 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
         logev = gram_log_evidence(stats.G, stats.Phit, stats.tt, stats.n, alpha, beta)
     return _Solution(basis, active, alpha, beta, mu, Sigma, logev, trace, converged,
                      total_iter, notes, var_t, search_runs)
+
+
+class EvidenceRefits:
+    """Warm-started refits of an ``evidence`` or ``evidence-mackay`` regression result
+    without some rows, for exact leave-one-out and K-fold cross-validation.
+
+    Each refit runs the fit's algorithm (Tipping & Faul 2003, or T01 eqs. 16-18
+    re-estimation) on the data without the rows ``out``, started from the full-data optimum
+    (its basis functions, ``alpha`` and noise); the fast algorithm's local search runs
+    where the fit's does (``local_search`` as in :func:`fit_fast`). The data enter through
+    statistics downdated by the rows left out (``Phi^T t - Phi_out^T t_out``, ``Phi^T Phi -
+    Phi_out^T Phi_out``, ``t^T t - t_out^T t_out``): the classic design is never copied, and
+    a dictionary's ``G`` costs O(M^2) per refit. The candidate basis is the fit's (LOO
+    leaves out a target, not a column). :meth:`fold` returns the refit's predictive log
+    density (T01 eqs. 21-22) at the rows left out. Widths learned by the evidence are not
+    re-learned here (see ``warm_refits_supported``)."""
+
+    def __init__(self, post: xr.DataTree, *, max_iter: int | None = None,
+                 tol: float = 1e-6, local_search: bool | None = None) -> None:
+        if int(post.attrs.get("learn_width", 0)):
+            raise ValueError("warm refits hold the basis fixed; a result with learned widths "
+                             "is refitted cold")
+        self.fast = post.attrs["method"] == "evidence"
+        self.max_iter = max_iter or (10000 if self.fast else 5000)
+        self.tol, self.local_search = tol, local_search
+        const = post["constant_data"]
+        self.X = const["X"].values
+        self.t = post["observed_data"]["t"].values
+        self.basis, self.active = basis_from_posterior(post)
+        g = post["gaussian_posterior"]
+        self.alpha, self.beta = g["alpha"].values.copy(), float(g["beta"])
+        self.prior = (GammaPrior.from_json(post.attrs["prior"]) if "prior" in post.attrs
+                      else GammaPrior())
+        self.estimate_noise = not int(post.attrs.get("noise_fixed", 0))
+        self.dictionary = "dictionary" in const
+        if self.dictionary:
+            self.stats = gram_statistics(self.basis, self.X, self.t)
+        else:
+            self.design = _Design(self.basis, self.X, self.t)
+            self.cross = self.design.Phi.T @ self.design.Phi[:, self.active]
+
+    def _without(self, out: np.ndarray):
+        if self.dictionary:
+            P = self.basis.design(self.X[out])
+            s, to = self.stats, self.t[out]
+            return GramStatistics(s.G - P.T @ P, s.Phit - P.T @ to, s.tt - float(to @ to),
+                                  s.tsum - float(to.sum()), s.n - len(out)), P
+        return (_DesignWithout(self.design, out, self.active, self.cross),
+                self.design.Phi[out])
+
+    def fold(self, out: np.ndarray) -> tuple[np.ndarray, bool]:
+        """``log p(t_out | t_rest)`` under the method refitted without rows ``out``, and
+        whether the refit converged."""
+        out = np.asarray(out, dtype=int)
+        data, P = self._without(out)
+        beta_max = BETA_MAX_FACTOR / data.var_t
+        beta = min(self.beta, beta_max)
+        warm = (self.active, self.alpha, beta)
+        with one_blas_thread():
+            if self.fast:
+                fitted, _ = _converge_fast(data, self.prior, beta, self.estimate_noise,
+                                           beta_max, self.max_iter, self.tol, warm,
+                                           self.local_search,
+                                           self.basis.n_columns)
+            else:  # every candidate back in, the pruned ones at MacKay's start
+                alpha = np.maximum(1.0 / np.maximum(data.column_sq_norms(), 1e-300),
+                                   START_CONDITION * beta)
+                alpha[self.active] = self.alpha
+                fitted = _run_mackay(data, self.prior, beta, self.estimate_noise, beta_max,
+                                     self.max_iter, self.tol,
+                                     (np.arange(alpha.size), alpha))
+        active, alpha, beta, mu, Sigma, _, converged, n_iter = fitted[:8]
+        self.n_iter = int(n_iter)
+        self.log_evidence = gram_log_evidence(data.gram(active), data.Phit[active], data.tt,
+                                              data.n, alpha, beta)
+        pred = gaussian_predictive(P[:, active], mu, Sigma, beta)
+        return pred.logpdf(self.t[out]), bool(converged)
 
 
 def _run_mackay(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm=None,
