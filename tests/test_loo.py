@@ -106,7 +106,8 @@ def test_refit_loo_equals_refitting_by_hand(method, problem):
 
 @pytest.mark.parametrize("method, n, problem, below, equal", [
     ("evidence", 100, {"kernel": GaussianKernel(3.0)}, 1e-8, 15),
-    ("evidence-mackay", 30, {"kernel": GaussianKernel(2.0), "noise_sd": 0.1}, 0.02, 12),
+    pytest.param("evidence-mackay", 30, {"kernel": GaussianKernel(2.0), "noise_sd": 0.1},
+                 0.02, 12, marks=pytest.mark.slow),
 ])
 def test_warm_evidence_refits_reach_the_cold_optimum_or_a_higher_one(method, n, problem,
                                                                       below, equal):
@@ -187,7 +188,8 @@ def test_gp_refit_loo_equals_refitting_by_hand():
         keep = np.arange(20) != n
         sub = fit(GPRegression(X[keep], t[keep], signal_sd=1.0), "evidence", seed=0)
         want.append(predict(sub, X[n:n + 1]).logpdf(t[n:n + 1])[0])
-    np.testing.assert_allclose(loo(post, "refit").elpd_i.values, want, rtol=0, atol=1e-8)
+    # warm-started refits stop by the same L-BFGS-B rules from another start: 1e-6
+    np.testing.assert_allclose(loo(post, "refit").elpd_i.values, want, rtol=0, atol=1e-6)
     # GPML eq. 5.12 at the fitted hyperparameters is the "gaussian" estimator
     ds = post["posterior"]
     g = loo(post, "gaussian").elpd_i.values
@@ -231,7 +233,7 @@ def test_default_estimator_depends_on_size_not_on_the_clock(monkeypatch):
 
 
 def test_loo_compare_shows_estimators_and_refuses_optimistic_against_exact():
-    X, t = sinc(40, 6)
+    X, t = sinc(30, 6)
     problem = RVMRegression(X, t, kernel=GaussianKernel(3.0))
     ev = fit(problem, "evidence")
     mk = fit(problem, "evidence", local_search=False)

@@ -18,16 +18,20 @@ from sparsebayes.models import ConvergenceWarning, GammaPrior
 from sparsebayes.models.priors import resolve_prior
 
 from ..numerics import LOG_2PI, gaussian_draws, gram_weight_posterior, one_blas_thread, warn_user
+from ..predictive.regression import gaussian_predictive
 from ..results import (
+    basis_from_posterior,
     gaussian_log_likelihood,
     make_datatree,
     pointwise_budget_ok,
     relevance_counts,
 )
+from .diagnostics import vrvm_regression_khat
 from .evidence import check_basis
-from .statistics import GramStatistics, gram_statistics
+from .statistics import GramStatistics, chunk_rows, gram_statistics
 
-__all__ = ["VRVMState", "vrvm", "vrvm_bound", "weight_bound_terms", "fit_vrvm", "gamma_entropy"]
+__all__ = ["VRVMState", "vrvm", "vrvm_bound", "weight_bound_terms", "fit_vrvm", "gamma_entropy",
+           "VRVMRefits"]
 
 PRUNE_RATIO = 1e12  # flat prior (b = 0): drop a basis once <alpha_i> / alpha_unit > this
 
@@ -139,12 +143,16 @@ def vrvm_statistics(stats: GramStatistics, prior: GammaPrior, *, noise_sd: float
                      max_iter=max_iter, tol=tol)
 
 
-def _vrvm(stats, prior, *, noise_sd, alpha0, beta0, max_iter, tol) -> VRVMState:
+def _vrvm(stats, prior, *, noise_sd, alpha0, beta0, max_iter, tol,
+          alpha_unit: float | None = None) -> VRVMState:
+    """``alpha_unit``: the pruning scale, when ``stats`` hold only some of the candidate
+    columns (a warm start on the columns a fit kept, :class:`VRVMRefits`)."""
     G, Phit, tt, N = stats.G, stats.Phit, stats.tt, stats.n
     M = Phit.size
     a, b, c, d = prior.a, prior.b, prior.c, prior.d
     var_t = stats.var_t
-    alpha_unit = float(np.trace(G)) / (N * M) / var_t  # mean(Phi^2) / var(t)
+    if alpha_unit is None:
+        alpha_unit = float(np.trace(G)) / (N * M) / var_t  # mean(Phi^2) / var(t)
     fixed = noise_sd is not None
     beta_fixed = 1.0 / noise_sd**2 if fixed else None
     active = np.arange(M)
@@ -254,6 +262,8 @@ def fit_vrvm(problem, *, seed: int | None = None, prior: GammaPrior | None = Non
     attrs = {
         "converged": int(st.converged),
         "n_iter": int(st.n_iter),
+        "max_iter": int(max_iter),
+        "tol": float(tol),
         "elbo": float(st.bound[-1]),
         "bound_up_to_constant": int(not prior.is_proper),
         "prior": prior.to_json(),
@@ -261,6 +271,7 @@ def fit_vrvm(problem, *, seed: int | None = None, prior: GammaPrior | None = Non
         "hyperparameters": "mean-field variational posterior (Bishop & Tipping 2000): w, "
                            "alpha, beta are independent draws from q(w) q(alpha) q(beta)",
         "default_predict_kind": "rvm",
+        "psis_khat": vrvm_regression_khat(stats, prior, st, seed=seed),
     }
     dt = make_datatree(
         problem, basis=basis, columns=st.active,
@@ -272,3 +283,97 @@ def fit_vrvm(problem, *, seed: int | None = None, prior: GammaPrior | None = Non
     dt.attrs.update(relevance_counts(basis, st.active, gamma > relevance))
     return dt
 
+
+
+def _check_out(out, n: int) -> np.ndarray:
+    """The left-out rows ``out`` as distinct ints in ``[0, n)`` leaving two or more rows."""
+    rows = np.asarray(out)
+    if rows.ndim != 1 or rows.size == 0 or not np.issubdtype(rows.dtype, np.integer):
+        raise ValueError(f"out must be a non-empty 1-D integer array of rows, got {out!r}")
+    if rows.min() < 0 or rows.max() >= n or np.unique(rows).size != rows.size:
+        raise ValueError(f"out must hold distinct rows in [0, {n}), got {out!r}")
+    if n - rows.size < 2:
+        raise ValueError(f"out leaves {n - rows.size} of {n} rows: a refit needs two or more")
+    return rows
+
+
+class VRVMRefits:
+    """Warm-started refits of a VRVM regression result without some rows (Bishop & Tipping
+    2000), for exact leave-one-out and K-fold cross-validation.
+
+    The updates need the data only through ``G = Phi^T Phi``, ``Phi^T t``, ``t^T t`` and
+    ``N``; a refit downdates them by the left-out rows (``G - Phi_out^T Phi_out``, ...) and
+    runs the same coordinate ascent (:func:`vrvm`), to the same tolerance, from the
+    full-data factors ``<alpha>``, ``<beta>``. The candidate basis is the fit's (a kernel at
+    every fitted centre, the left-out rows' included). A column the flat prior pruned in
+    the fit stays pruned: ``<alpha_i> = a~ / (b + <w_i^2> / 2)`` grows without limit once
+    ``<w_i^2>`` shrinks, so an infinite ``<alpha_i>`` is a fixed point of the updates; the
+    pruning threshold is the fit's rule on the other rows (all the candidate columns).
+    The predictive at a left-out row is the fit's (T01 eqs. 21-22 at ``<beta>``).
+
+    A refit equals a cold fit of the other rows where the bound has one maximum that the
+    sweeps reach quickly (a proper hyperprior such as ``"weakly_informative"``). With
+    Tipping's flat prior (the default) or a nearly flat one the bound has many local
+    maxima (which of neighbouring kernels carries a weight) and the sweeps creep (the
+    ``<alpha_i>`` of irrelevant columns grow without limit): a refit stays at the full
+    fit's choice of relevance vectors, made with the left-out targets, and so is
+    optimistic against a cold fit of the other rows.
+
+    ``max_iter``, ``tol``: as in :func:`fit_vrvm`; None: the fit's own.
+    """
+
+    def __init__(self, post: xr.DataTree, *, max_iter: int | None = None,
+                 tol: float | None = None) -> None:
+        if not isinstance(post, xr.DataTree) or post.attrs.get("problem_kind") != "regression" \
+                or post.attrs.get("method") != "vrvm":
+            raise TypeError("post must be a vrvm RVMRegression result of "
+                            "sparsebayes.inference.fit")
+        max_iter = int(post.attrs.get("max_iter", 5000)) if max_iter is None else max_iter
+        tol = float(post.attrs.get("tol", 1e-7)) if tol is None else tol
+        if not isinstance(max_iter, int | np.integer) or max_iter <= 0:
+            raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+        if not tol > 0:
+            raise ValueError(f"tol must be > 0, got {tol!r}")
+        self.max_iter, self.tol = int(max_iter), float(tol)
+        self.prior = GammaPrior.from_json(post.attrs["prior"])
+        self.noise_sd = (float(post["posterior"]["noise_sd"].values.reshape(-1)[0])
+                         if int(post.attrs.get("noise_fixed", 0)) else None)
+        g = post["gaussian_posterior"]
+        self.alpha0, self.beta0 = g["alpha"].values.copy(), float(g["beta"])
+        basis, columns = basis_from_posterior(post)
+        X = post["constant_data"]["X"].values
+        self.t = np.asarray(post["observed_data"]["t"].values, dtype=float)
+        self.Phi = basis.design(X, columns=columns)  # the fit's columns at the training rows
+        self.stats = GramStatistics(self.Phi.T @ self.Phi, self.Phi.T @ self.t,
+                                    float(self.t @ self.t), float(self.t.sum()), self.t.size)
+        # ||phi(x_n)||^2 over every candidate column: trace(G) of the pruning scale
+        self.n_candidates = basis.n_columns
+        self.row_sq = np.empty(self.t.size)
+        step = chunk_rows(basis.n_columns)
+        for lo in range(0, self.t.size, step):
+            P = basis.design(X[lo:lo + step])
+            self.row_sq[lo:lo + step] = np.einsum("nm,nm->n", P, P)
+
+    def state(self, out: np.ndarray) -> VRVMState:
+        """The converged factors of the refit without rows ``out`` (``active`` indexes the
+        fit's columns)."""
+        out = _check_out(out, self.t.size)
+        P, t_out = self.Phi[out], self.t[out]
+        s = self.stats
+        stats = GramStatistics(s.G - P.T @ P, s.Phit - P.T @ t_out, s.tt - float(t_out @ t_out),
+                               s.tsum - float(t_out.sum()), s.n - out.size)
+        alpha_unit = ((self.row_sq.sum() - self.row_sq[out].sum())
+                      / (stats.n * self.n_candidates) / stats.var_t)
+        with one_blas_thread():
+            return _vrvm(stats, self.prior, noise_sd=self.noise_sd, alpha0=self.alpha0,
+                         beta0=self.beta0, max_iter=self.max_iter, tol=self.tol,
+                         alpha_unit=alpha_unit)
+
+    def fold(self, out: np.ndarray) -> tuple[np.ndarray, bool]:
+        """``(log p(t_out | refit), converged)``: the refit's predictive (T01 eqs. 21-22 at
+        ``<beta>``) at the left-out rows."""
+        st = self.state(out)
+        out = np.asarray(out)
+        pred = gaussian_predictive(self.Phi[np.ix_(out, st.active)], st.mu, st.Sigma,
+                                   st.beta_mean)
+        return pred.logpdf(self.t[out]), bool(st.converged)
