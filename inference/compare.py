@@ -16,7 +16,7 @@ import numpy as np
 import xarray as xr
 
 from .numerics import check_positive_int
-from .results import basis_from_posterior
+from .results import ALPHA_PRUNED, basis_from_posterior
 
 __all__ = ["compare_posteriors", "basis_key"]
 
@@ -76,6 +76,8 @@ def compare_posteriors(posteriors: Mapping[str, xr.DataTree], *, draws: int = 10
         flat = flat.expand_dims("chain").assign_coords(chain=[0], draw=np.arange(draws))
         fill = {k: v for k, v in PRUNED.items() if k in flat}
         aligned = flat.reindex(basis=np.asarray(basis.labels, dtype=str), fill_value=fill)
+        if "alpha" in aligned:  # a pair pruned for one class: inf, as a column pruned for all
+            aligned["alpha"] = aligned["alpha"].where(aligned["alpha"] < ALPHA_PRUNED, np.inf)
         tree = xr.DataTree.from_dict({"posterior": aligned.transpose("chain", "draw", ...)})
         tree.attrs.update(post.attrs)
         out[name] = tree

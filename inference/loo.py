@@ -24,9 +24,12 @@ estimate is optimistic and not comparable with the sampled methods'. :func:`loo`
   re-estimated, basis re-pruned from the same candidates: kernels at every fitted centre,
   point n's included, since LOO leaves out a target, not a basis function) and its own
   predictive evaluated at ``x_n``. The refits are warm-started from the full-data solution
-  with the data's statistics downdated by the row left out (:func:`warm_refits`), and reach
-  the optimum a cold refit reaches. ``"kfold"``: the same with ``folds`` folds (the elpd of
-  a fit to (K-1)/K of the points, so slightly pessimistic). The optimistic estimators hold
+  with the data's statistics downdated by the row left out (:func:`warm_refits`). Where the
+  objective has one optimum near the start they reach a cold refit's; where it has several
+  a warm refit follows the full-data one (its evidence was measured equal to or above the
+  cold refit's, not always: see :func:`cold_reason` for the fits refitted cold).
+  ``"kfold"``: the same with ``folds`` folds (the elpd of a fit to (K-1)/K of the points,
+  so slightly pessimistic). The optimistic estimators hold
   the hyperparameters fitted to all N points: ``"gaussian"`` (regression, GPML eq. 5.12) and
   ``"cavity"`` (classification, the Laplace LOO of Vehtari, Mononen, Tolvanen, Sivula &
   Winther 2016).

@@ -24,9 +24,18 @@ from sparsebayes.models import Basis, GaussianKernel
 from .numerics import LOG_2PI, gaussian_draws
 
 __all__ = ["datatree", "make_datatree", "classification_datatree", "basis_from_posterior",
-           "flat_draws", "gaussian_log_likelihood", "pointwise_budget_ok", "relevance_counts"]
+           "flat_draws", "gaussian_log_likelihood", "pointwise_budget_ok", "relevance_counts",
+           "ALPHA_PRUNED"]
 
 POINTWISE_MAX = 25_000_000  # values (200 MB) of a log_likelihood group at most
+
+# ``alpha`` in the ``posterior`` group of a (basis, class) pair the fit pruned (alpha = inf,
+# T01 §2; ``gaussian_posterior`` holds inf). Finite, since ArviZ's mean-ESS of a constant inf
+# is NaN (``az.loo``'s relative efficiency with it); a power of two, so ArviZ's sums of it
+# are exact (mean exactly this, variance 0: a constant like any other) and rounding it in
+# ``az.summary`` does not overflow (the largest float did). Results record it in
+# ``attrs["alpha_pruned"]``.
+ALPHA_PRUNED = 2.0**1000
 
 
 def pointwise_budget_ok(chains: int, draws: int, n: int) -> bool:
@@ -190,9 +199,9 @@ def classification_datatree(problem, basis: Basis, lik, *, theta: np.ndarray, Si
     Binary: ``w``, ``alpha`` on dim ``basis``; ``w`` is the logit weight of ``classes[1]``.
     Softmax: ``w``, ``alpha`` on dims (``basis``, ``class``) over the union of the columns
     relevant for any class; a weight pruned for one class has ``w = 0`` there and ``alpha =
-    inf`` in ``gaussian_posterior``, but the largest float in ``posterior`` (ArviZ's ESS of a
-    constant ``inf`` is NaN, which made ``az.loo``'s relative efficiency NaN and its Pareto k
-    wrong). ``gaussian_posterior``: ``mu`` and ``Sigma`` (binary: (basis, basis_bis);
+    inf`` in ``gaussian_posterior``, but :data:`ALPHA_PRUNED` in ``posterior`` (also in
+    ``attrs["alpha_pruned"]``; inf there made ``az.loo``'s relative efficiency NaN and its
+    Pareto k wrong). ``gaussian_posterior``: ``mu`` and ``Sigma`` (binary: (basis, basis_bis);
     softmax: (basis, class, basis_bis, class_bis), the joint covariance)."""
     for name, v in (("draws", draws), ("chains", chains)):
         if not isinstance(v, int | np.integer) or v <= 0:
@@ -208,11 +217,12 @@ def classification_datatree(problem, basis: Basis, lik, *, theta: np.ndarray, Si
             f"{chains} x {draws} x {n} pointwise values exceed the budget; pass fewer "
             "draws for az.loo"),
         "likelihood": "softmax" if K > 1 else "bernoulli",
+        "alpha_pruned": ALPHA_PRUNED,
         **attrs,
     }
     if isinstance(basis.kernel, GaussianKernel):
         attrs["width"] = np.atleast_1d(np.asarray(basis.kernel.width, dtype=float))
-    big = np.finfo(float).max
+    big = ALPHA_PRUNED
     if K == 1:
         attrs["positive_class"] = str(problem.classes[1])
         columns, A, mu, S = cols, alpha, theta, Sigma

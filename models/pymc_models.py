@@ -239,6 +239,33 @@ def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | No
     return model
 
 
+def _bernoulli(f, size):
+    import pymc as pm
+
+    return pm.Bernoulli.dist(logit_p=f, size=size)
+
+
+def _bernoulli_logp(value, f):
+    """``ln sigma(f)`` for ``t = 1``, ``ln sigma(-f)`` for ``t = 0`` (T01 eq. 23)."""
+    import pytensor.tensor as pt
+
+    return value * f - pt.softplus(f)
+
+
+def _categorical(F, size):
+    import pymc as pm
+
+    return pm.Categorical.dist(logit_p=F, size=size)
+
+
+def _softmax_logp(value, F):
+    """``F_t - ln sum_k exp F_k`` (T01 eq. 28)."""
+    import pytensor.tensor as pt
+
+    picked = pt.take_along_axis(F, pt.shape_padright(value).astype("int64"), axis=-1)
+    return picked[..., 0] - pt.logsumexp(F, axis=-1)
+
+
 def classification_model(problem, *, prior: GammaPrior | None = None,
                          likelihood: str | None = None, collapsed: bool = False):
     """``pm.Model`` of RVM classification: non-centred ``w = z / sqrt(alpha)`` with a
@@ -284,10 +311,14 @@ def classification_model(problem, *, prior: GammaPrior | None = None,
         else:
             _, w = ard_weights(a, b, wdims)
         f = Phi @ _on_whole_basis(w, Phi)
-        if softmax:
-            pm.Categorical("t", logit_p=f, observed=t_obs, dims="obs", shape=Phi.shape[0])
-        else:
-            pm.Bernoulli("t", logit_p=f, observed=t_obs, dims="obs", shape=Phi.shape[0])
+        # PyMC's own logit_p log densities have NaN gradients once a logit passes ~37
+        # (Bernoulli: 1 - sigmoid rounds to 0; ADVI diverged on breast cancer) or logits
+        # differ by ~745 (Categorical: softmax underflows): the same densities in the
+        # stable forms t f - softplus(f) and f_t - logsumexp(f), with PyMC's draws
+        pm.CustomDist("t", f, dist=_categorical if softmax else _bernoulli,
+                      logp=_softmax_logp if softmax else _bernoulli_logp,
+                      signature="(k)->()" if softmax else "()->()",
+                      observed=t_obs, dims="obs", shape=Phi.shape[0])
     model.rvm_info = {"kind": "classification", "collapsed": collapsed, "softmax": softmax,
                       "prior": prior}
     return model

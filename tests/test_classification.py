@@ -508,15 +508,16 @@ def test_ida_benchmarks_tipping_table_2(name):
     assert np.mean(n_rv) <= 2 * paper_rv, (width, np.mean(errs), np.mean(n_rv))
 
 
-def test_advi_divergence_is_a_clear_error():
-    """ADVI with a Gamma shape a < 1 and a large learning rate diverges on Ripley-100 (NaN in
-    the ELBO): the error names the cause and the remedies instead of PyMC's list of NaN
-    coordinates. The default prior converges there (tests/test_pymc_classification.py)."""
+def test_advi_with_a_large_rate_and_a_heavy_tailed_prior_stays_finite():
+    """ADVI with a Gamma shape a < 1 and a large learning rate on Ripley-100 used to end in
+    NaN (PyMC's Bernoulli(logit_p) gradient once |w| grew and a logit passed ~37); with the
+    model's stable likelihood it ends with a finite ELBO at that rate (no refit: a warning
+    would fail the test). The error when NaN persists: tests/test_vi_diagnostics.py."""
     pytest.importorskip("pymc")
     X, y = datasets.ripley_mixture(100, seed=0)
-    with pytest.raises(FloatingPointError, match=r"ADVI diverged.*Student-t.*prior=None"):
-        fit(RVMClassification(X, y, kernel=GaussianKernel(0.5)), "advi", seed=1,
-            learning_rate=0.5, prior=GammaPrior(a=0.01, b=1e-6, c=0, d=0))
+    post = fit(RVMClassification(X, y, kernel=GaussianKernel(0.5)), "advi", seed=1,
+               learning_rate=0.5, prior=GammaPrior(a=0.01, b=1e-6, c=0, d=0))
+    assert post.attrs["learning_rate"] == 0.5 and np.isfinite(post.attrs["elbo"])
 
 
 def test_mackay_with_every_weight_pruned_is_the_empty_model():

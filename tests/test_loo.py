@@ -270,8 +270,13 @@ def test_readme_loo_block_runs_and_refits_the_evidence_fit():
     res, table = scope["res"], scope["table"]
     assert res.estimator == "refit" and res.n_data_points == 60
     assert set(table.index) == {"evidence", "advi"}
-    # az.compare rounds its table to the precision its standard errors support
-    assert table.loc["evidence", "elpd"] == pytest.approx(res.elpd, abs=0.5)
+    assert table.loc["evidence", "estimator"] == "refit"
+    assert table.loc["advi", "estimator"] == "psis"
+    # az.compare rounds its table to the precision its standard errors support: rank by
+    # the unrounded values instead
+    advi = loo(scope["posts"]["advi"])
+    best = "evidence" if res.elpd > advi.elpd else "advi"
+    assert table.index[0] == best
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,11 @@ Likelihood: T01 eq. 23 (Bernoulli-logistic) for two classes, the softmax of T01 
 otherwise. The maths are pure functions of the design rows ``Phi`` and the posterior's
 arrays (:func:`moderated_log_proba`, :func:`plugin_log_proba`, :func:`samples_log_proba`);
 the ``predict_*`` functions are thin wrappers reading them from a DataTree.
+
+Leave-one-out at the fitted hyperparameters: :func:`cavity_logpdf`, the Laplace cavity LOO of
+Vehtari, Mononen, Tolvanen, Sivula & Winther (2016) for a Gaussian weight posterior
+(:func:`laplace_cavity` removes a point's site, :func:`expected_likelihood_logpdf`
+integrates its likelihood over the rest).
 """
 
 from __future__ import annotations
@@ -27,8 +32,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
-from scipy.special import log_expit, log_softmax, logsumexp
+from scipy.special import expit, log_expit, log_softmax, logsumexp, ndtri, softmax
+from scipy.stats import qmc
 
+from sparsebayes.models import NumericalWarning
+
+from ..likelihoods import pair_logits
+from ..numerics import warn_user
 from ..results import flat_draws
 from .regression import design
 
@@ -42,7 +52,22 @@ __all__ = [
     "predict_moderated",
     "predict_plugin",
     "predict_samples",
+    "logit_moments",
+    "pair_logit_moments",
+    "moderated_from_moments",
+    "laplace_cavity",
+    "expected_likelihood_logpdf",
+    "laplace_sites",
+    "bound_sites",
+    "cavity_logpdf",
+    "GH_POINTS",
+    "QMC_POINTS",
 ]
+
+GH_POINTS = 256  # Gauss-Hermite nodes of the binary cavity integral
+QMC_POINTS = 4096  # scrambled Sobol points of the softmax cavity integral (a power of 2)
+QMC_SEED = 20160103  # its fixed seed: the estimate is deterministic
+_QMC_BLOCK = 4_000_000  # logits held at once by the softmax cavity integral
 
 
 @dataclass(frozen=True, eq=False)
@@ -138,10 +163,36 @@ def moderated_log_proba(Phi: np.ndarray, mu: np.ndarray, Sigma: np.ndarray) -> n
     Gaussian weight posterior ``N(mu, Sigma)``: binary (``mu`` (M,), ``Sigma`` (M, M)) by
     :func:`moderated_bernoulli`, softmax (``mu`` (M, K), ``Sigma`` (M, K, M, K)) by
     :func:`moderated_softmax`."""
+    return moderated_from_moments(*logit_moments(Phi, mu, Sigma))
+
+
+def logit_moments(Phi: np.ndarray, mu: np.ndarray, Sigma: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Mean (n, K) and covariance (n, K, K) of the logits ``f_n`` at the design rows ``Phi``
+    under the Gaussian weight posterior ``N(mu, Sigma)`` in the layout of
+    :func:`moderated_log_proba` (binary: K = 1, the logit of the second class)."""
     if mu.ndim == 1:
-        m, s2 = Phi @ mu, np.einsum("ij,jk,ik->i", Phi, Sigma, Phi)
-        return _binary_columns(moderated_bernoulli(m, s2), moderated_bernoulli(-m, s2))
-    return moderated_softmax(Phi @ mu, np.einsum("ni,ikjl,nj->nkl", Phi, Sigma, Phi))
+        return (Phi @ mu)[:, None], np.einsum("ij,jk,ik->i", Phi, Sigma, Phi)[:, None, None]
+    return Phi @ mu, np.einsum("ni,ikjl,nj->nkl", Phi, Sigma, Phi)
+
+
+def pair_logit_moments(Phi_act: np.ndarray, cls: np.ndarray, theta: np.ndarray,
+                       Sigma: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`logit_moments` for weights held as (basis, class) pairs: ``theta`` (P,),
+    ``Sigma`` (P, P) over the columns ``Phi_act`` (n, P) of classes ``cls``; ``K`` logits
+    (1 for the Bernoulli model): ``f_n = J_n w`` with ``J_n[k, j] = Phi_act[n, j] [cls_j = k]``,
+    mean ``J_n theta`` and covariance ``J_n Sigma J_n^T``."""
+    J = Phi_act[:, None, :] * (cls[None, None, :] == np.arange(K)[None, :, None])
+    return pair_logits(Phi_act, cls, theta, K), np.einsum("nkp,pq,nlq->nkl", J, Sigma, J)
+
+
+def moderated_from_moments(m: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """Moderated log class probabilities (n, classes) from the logits' moments of
+    :func:`logit_moments`: :func:`moderated_bernoulli` (K = 1) or :func:`moderated_softmax`."""
+    if m.shape[1] == 1:
+        s2 = V[:, 0, 0]
+        return _binary_columns(moderated_bernoulli(m[:, 0], s2), moderated_bernoulli(-m[:, 0], s2))
+    return moderated_softmax(m, V)
 
 
 def plugin_log_proba(Phi: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -193,3 +244,160 @@ def predict_samples(post: xr.DataTree, X_new, max_draws: int = 2000) -> ClassPre
     if w.shape[0] > max_draws:
         w = w[np.linspace(0, w.shape[0] - 1, max_draws).astype(int)]
     return ClassPredictive(samples_log_proba(Phi, w), _classes(post), "samples")
+
+
+# --------------------------------------------------------------------------------------------
+# Laplace leave-one-out: the cavity of each point (Vehtari et al. 2016, LA-LOO)
+# --------------------------------------------------------------------------------------------
+
+
+def laplace_cavity(m: np.ndarray, V: np.ndarray, W: np.ndarray, g: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The Laplace cavity of each point (Vehtari, Mononen, Tolvanen, Sivula & Winther 2016,
+    LA-LOO; GPML §3.4 for one logit): the marginal ``N(m_n, V_n)`` of the logits ``f_n``
+    (K-variate) under the Laplace posterior, whose site for point n is the second-order
+    expansion of ``ln p(y_n | f)`` at the mode ``m_n``: precision ``W_n`` (minus the Hessian)
+    and natural mean ``W_n m_n + g_n`` (``g_n`` the gradient). Removing it leaves the
+    precision ``V_n^-1 - W_n`` and the natural mean ``V_n^-1 m_n - W_n m_n - g_n``, i.e.
+
+    ``C_n = (V_n^-1 - W_n)^-1 = (I - V_n W_n)^-1 V_n`` and ``c_n = m_n - C_n g_n``
+
+    (the second form needs no ``V_n^-1``: a class without weights has a singular ``V_n``).
+
+    ``m``, ``g`` (n, K); ``V``, ``W`` (n, K, K). Returns ``(c, C)``. For a Gaussian likelihood
+    the site is exact and so is the cavity: ``N(c_n, C_n)`` is ``p(f_n | y_-n)``. ``C_n`` is
+    positive definite when ``V`` is the Laplace covariance (``Sigma^-1 = A + sum_n J_n^T W_n
+    J_n`` with ``A > 0`` gives ``W_n^1/2 V_n W_n^1/2 < I``); if it is not, a
+    ``NumericalWarning`` says so and the negative directions are set to zero variance."""
+    K = m.shape[1]
+    if K == 1:  # v / (1 - v w)
+        v, w = V[:, 0, 0], W[:, 0, 0]
+        denom = 1.0 - v * w
+        bad = ~(denom > 1e-12)
+        if bad.any():
+            _warn_cavity(int(bad.sum()))
+        C = (v / np.where(bad, 1e-12, denom))[:, None, None]
+        return m - C[:, :, 0] * g, C
+    IVW = np.eye(K) - V @ W
+    C = np.linalg.solve(IVW, V)
+    C = 0.5 * (C + np.swapaxes(C, 1, 2))
+    c = m - np.einsum("nkl,nl->nk", C, g)
+    lam = np.linalg.eigvalsh(C)
+    scale = np.maximum(np.abs(lam).max(axis=1), np.finfo(float).tiny)
+    bad = lam.min(axis=1) < -1e-9 * scale
+    if bad.any():
+        _warn_cavity(int(bad.sum()))
+    return c, C
+
+
+def _warn_cavity(n_bad: int) -> None:
+    warn_user(f"{n_bad} Laplace cavities are not positive definite: the covariance is not "
+              "the Laplace covariance at the mode (a fit that did not converge?); their "
+              "precision was floored (binary) or negative variances clipped (softmax)",
+              NumericalWarning)
+
+
+def expected_likelihood_logpdf(c: np.ndarray, C: np.ndarray, t: np.ndarray, *,
+                               n_points: int | None = None) -> np.ndarray:
+    """``ln int p(t_n | f) N(f | c_n, C_n) df`` (n,) for the class codes ``t`` (binary:
+    0 / 1 for ``f`` the logit of class 1, ``c`` (n, 1); softmax: 0..K-1, T01 eq. 28).
+
+    Binary: Gauss-Hermite quadrature with ``n_points`` nodes (default :data:`GH_POINTS`);
+    the logistic's unit-width step makes it converge slowly in the variance: measured against
+    adaptive quadrature, errors in the log of 4e-10 / 4e-5 / 4e-3 at variances 20 / 100 /
+    1000 (64 nodes: 3e-5 / 5e-3 / 6e-2). Laplace cavities of evidence fits reach variances
+    of ~100 (Ripley, breast cancer).
+
+    Softmax: randomised quasi-Monte Carlo, ``n_points`` (default :data:`QMC_POINTS`)
+    scrambled Sobol points with the fixed seed ``QMC_SEED`` mapped to ``N(0, I)`` by the
+    inverse normal CDF and to ``N(c_n, C_n)`` by ``C_n^1/2`` (eigendecomposition; PSD ``C_n``
+    allowed), the same points for every row: deterministic. Measured against a 40^3 tensor
+    Gauss-Hermite rule for K = 3 and logit variances up to ~15: within 1.5e-4 in the log."""
+    t = np.asarray(t, dtype=int)
+    K = c.shape[1]
+    if n_points is not None and (isinstance(n_points, bool) or not isinstance(
+            n_points, int | np.integer) or n_points < 2 or (K > 1 and n_points & (n_points - 1))):
+        raise ValueError(f"n_points must be an integer >= 2 (a power of 2 for the softmax), got "
+                         f"{n_points!r}")
+    if K == 1:
+        n = GH_POINTS if n_points is None else int(n_points)
+        x, wq = np.polynomial.hermite.hermgauss(n)
+        f = c[:, :1] + np.sqrt(2.0 * np.maximum(C[:, 0, :1], 0.0)) * x[None, :]
+        sign = (2 * t - 1)[:, None]
+        return logsumexp(log_expit(sign * f), b=wq[None, :] / np.sqrt(np.pi), axis=1)
+    n = QMC_POINTS if n_points is None else int(n_points)
+    z = ndtri(qmc.Sobol(K, scramble=True, seed=QMC_SEED).random(n))  # (S, K)
+    lam, U = np.linalg.eigh(C)
+    R = U * np.sqrt(np.maximum(lam, 0.0))[:, None, :]  # C = R R^T
+    out = np.empty(c.shape[0])
+    step = max(1, _QMC_BLOCK // (n * K))
+    for a in range(0, c.shape[0], step):
+        F = c[a:a + step, :, None] + R[a:a + step] @ z.T  # (b, K, S)
+        top = F.max(axis=1)
+        ll = (F[np.arange(F.shape[0]), t[a:a + step]] - top
+              - np.log(np.exp(F - top[:, None, :]).sum(axis=1)))  # ln softmax_t (T01 eq. 28)
+        out[a:a + step] = logsumexp(ll, axis=1) - np.log(n)
+    return out
+
+
+def laplace_sites(m: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The Laplace sites at the mode (logits ``m`` (n, K), class codes ``t``): ``W_n`` minus
+    the Hessian and ``g_n`` the gradient of ``ln p(t_n | f)`` there (T01 eq. 25): Bernoulli
+    (K = 1) ``W = y (1 - y)``, ``g = t - y``; softmax ``W = diag(y) - y y^T``, ``g = e_t - y``."""
+    t = np.asarray(t, dtype=int)
+    if m.shape[1] == 1:
+        y = expit(m)
+        return (y * expit(-m))[:, :, None], t[:, None] - y
+    y = softmax(m, axis=1)
+    W = -y[:, :, None] * y[:, None, :]
+    W[:, np.arange(m.shape[1]), np.arange(m.shape[1])] += y
+    return W, np.eye(m.shape[1])[t] - y
+
+
+def bound_sites(m: np.ndarray, V: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sites of a converged variational RVM classifier (Bishop & Tipping 2000): its
+    ``q(w)`` is the prior times one Gaussian site per point, the quadratic bound on ``ln p(t_n
+    | f)`` at the point's variational parameters, which at convergence are functions of the
+    logits' moments. Binary, Jaakkola & Jordan (1997): ``xi_n^2 = m_n^2 + v_n`` (PRML
+    10.163), precision ``W = 2 lambda(xi)``, ``lambda(xi) = tanh(xi/2) / (4 xi)``, natural mean
+    ``t - 1/2``. Softmax, Böhning (1992): ``psi_n = m_n``, precision ``(I - 1 1^T / K) / 2``,
+    natural mean ``e_t - softmax(psi) + W psi``. Returned as :func:`laplace_sites` returns
+    them: ``(W, g)`` with ``g`` the natural mean minus ``W m``."""
+    t = np.asarray(t, dtype=int)
+    n, K = m.shape
+    if K == 1:
+        xi = np.sqrt(m[:, 0] ** 2 + np.maximum(V[:, 0, 0], 0.0))
+        small = xi < 1e-4
+        safe = np.where(small, 1.0, xi)
+        w = np.where(small, 0.25 - xi**2 / 48, np.tanh(safe / 2) / (2 * safe))
+        return w[:, None, None], (t - 0.5 - w * m[:, 0])[:, None]
+    W = np.broadcast_to(0.5 * (np.eye(K) - 1.0 / K), (n, K, K))
+    return W, np.eye(K)[t] - softmax(m, axis=1)
+
+
+SITES = ("laplace", "bound")
+
+
+def cavity_logpdf(Phi: np.ndarray, t: np.ndarray, mu: np.ndarray, Sigma: np.ndarray, *,
+                  sites: str = "laplace", n_points: int | None = None) -> np.ndarray:
+    """Leave-one-out ``ln p(t_n | t_-n) ~ ln int p(t_n | f) N(f | cavity_n) df`` (n,) at the
+    hyperparameters fitted to all points (Vehtari, Mononen, Tolvanen, Sivula & Winther 2016,
+    LA-LOO) for an RVM classifier with the Gaussian weight posterior ``N(mu, Sigma)``: the
+    logits' marginal at each training row (:func:`logit_moments`), the site of the point
+    (``sites="laplace"``: the likelihood's expansion at the mode, :func:`laplace_sites`, for a
+    Laplace posterior, T01 eqs. 24-26; ``"bound"``: the Jaakkola-Jordan / Böhning bound of a
+    variational ``q(w)``, :func:`bound_sites`), the cavity without it
+    (:func:`laplace_cavity`) and the likelihood integrated over the cavity
+    (:func:`expected_likelihood_logpdf`).
+
+    ``Phi`` (N, M): the design rows of the training inputs; ``t`` their class codes; ``mu``,
+    ``Sigma`` in the layout of :func:`moderated_log_proba` (a result's
+    ``gaussian_posterior``). Nothing is refitted: alpha and the pruning stay those fitted to
+    all N points, so the estimate is optimistic for them; and the cavity is a second-order
+    (Laplace) or bound-based (variational) approximation of removing the point."""
+    if sites not in SITES:
+        raise ValueError(f"sites must be one of {SITES}, got {sites!r}")
+    t = np.asarray(t, dtype=int)
+    m, V = logit_moments(Phi, mu, Sigma)
+    W, g = laplace_sites(m, t) if sites == "laplace" else bound_sites(m, V, t)
+    return expected_likelihood_logpdf(*laplace_cavity(m, V, W, g), t, n_points=n_points)

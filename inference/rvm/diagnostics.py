@@ -30,7 +30,8 @@ KHAT_DRAWS = 1000  # draws from q per k-hat
 def psis_khat(log_ratios: np.ndarray) -> float:
     """Pareto k-hat of the importance ratios ``exp(log_ratios)`` (draws from ``q``,
     independent: relative efficiency 1): PSIS (``arviz_stats`` ``psislw``), Yao et al.
-    (2018) §3. ``-inf`` when the ratios are all equal (``q`` is the posterior)."""
+    (2018) §3. ``-inf`` when the ratios are all equal (``q`` is the posterior); ``inf`` when
+    a log ratio is not finite or the tail is too heavy for the Pareto fit (its NaN)."""
     from arviz_stats.base import array_stats
 
     lr = np.asarray(log_ratios, dtype=float).ravel()
@@ -39,8 +40,10 @@ def psis_khat(log_ratios: np.ndarray) -> float:
     if np.ptp(lr) <= 1e-9 * (1.0 + float(np.max(np.abs(lr)))):
         return float("-inf")
     # psislw smooths the ratios 1 / exp(ary) (LOO's 1 / p(y_i | theta)): pass -log r
-    _, khat = array_stats.psislw(-lr, r_eff=1.0)
-    return float(khat)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        _, khat = array_stats.psislw(-lr, r_eff=1.0)
+    # NaN: the largest ratios exceed the rest by more than exp(700), too heavy a tail to fit
+    return float(khat) if not np.isnan(khat) else float("inf")
 
 
 def gamma_logpdf(x: np.ndarray, shape, rate) -> np.ndarray:

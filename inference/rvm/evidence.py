@@ -76,6 +76,7 @@ __all__ = [
 
 NOISE_WAIT = 50  # iterations at the initial noise before it is re-estimated every NOISE_EVERY
 NOISE_EVERY = 10
+REFIT_SEARCH_MAX_ITER = 200  # a LOO refit's local-search runs stop here (not kept then)
 POLISH_GAIN = 1e-4  # a re-estimate gaining less than this (nats) starts Newton steps
 # fit_fast's default local search: bases of up to this many columns whose first optimum keeps
 # up to this many (it re-converges twice per basis kept: a degenerate width that keeps all
@@ -290,7 +291,8 @@ def _escape_local_optima(run, fitted, max_rounds: int = 3):
     add, delete or re-estimate improves, TF03 §4, which depends on the order the bases came
     in): for each basis in the model, converge again without it (``Policy.tabu``), then with
     it allowed back, and keep the result if its evidence is higher; repeat while that
-    helps (at most ``max_rounds`` improvements). ``run(warm, tabu)`` runs the algorithm and
+    helps (at most ``max_rounds`` improvements; a run that did not converge is not kept).
+    ``run(warm, tabu)`` runs the algorithm and
     returns :func:`_run_fast`'s tuple. Returns the best tuple (its iteration count the total
     of every run) and the number of runs.
     On Tipping's sinc (T01 §4.1) this reaches the evidence of MacKay's re-estimation or a
@@ -304,7 +306,7 @@ def _escape_local_optima(run, fitted, max_rounds: int = 3):
             back = run((without[0], without[1], without[2]), set())
             runs += 2
             iters += without[7] + back[7]
-            if back[5][-1] > best[5][-1] + 1e-8 * max(1.0, abs(best[5][-1])):
+            if back[6] and back[5][-1] > best[5][-1] + 1e-8 * max(1.0, abs(best[5][-1])):
                 best = back
                 break
         else:
@@ -313,10 +315,12 @@ def _escape_local_optima(run, fitted, max_rounds: int = 3):
 
 
 def _converge_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm,
-                   local_search, n_columns: int, learn_width: bool = False):
+                   local_search, n_columns: int, learn_width: bool = False,
+                   search_max_iter: int | None = None):
     """:func:`_run_fast`, then :func:`_escape_local_optima` when ``local_search`` says so
     (None: for bases of at most ``LOCAL_SEARCH_MAX_COLUMNS`` columns whose first optimum
-    keeps at most ``LOCAL_SEARCH_MAX_KEPT``). Returns the fitted tuple and the search's runs."""
+    keeps at most ``LOCAL_SEARCH_MAX_KEPT``), its runs stopped at ``search_max_iter``
+    iterations (default ``max_iter``). Returns the fitted tuple and the search's runs."""
     fitted = _run_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm)
     # a proper prior on alpha keeps every basis (T01 App. A): nothing to search
     search = local_search if local_search is not None else (
@@ -325,8 +329,8 @@ def _converge_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, w
         return fitted, 0
 
     def run(start, tabu):
-        return _run_fast(data, prior, start[2], estimate_noise, beta_max, max_iter, tol,
-                         start, Policy(tabu=tabu))
+        return _run_fast(data, prior, start[2], estimate_noise, beta_max,
+                         search_max_iter or max_iter, tol, start, Policy(tabu=tabu))
 
     return _escape_local_optima(run, fitted)
 
@@ -709,7 +713,8 @@ class EvidenceRefits:
             if self.fast:
                 fitted, _ = _converge_fast(data, self.prior, beta, self.estimate_noise,
                                            beta_max, self.max_iter, self.tol, warm,
-                                           self.local_search, self.basis.n_columns)
+                                           self.local_search, self.basis.n_columns,
+                                           search_max_iter=REFIT_SEARCH_MAX_ITER)
             else:  # every candidate back in, the pruned ones at MacKay's start
                 alpha = np.maximum(1.0 / np.maximum(data.column_sq_norms(), 1e-300),
                                    START_CONDITION * beta)

@@ -15,7 +15,10 @@ T01 §3 eqs. (23)-(28), PRML §7.2.3, Tipping & Faul (2003) §2.2:
   pruning at ``alpha > 1e12`` (App. B.1);
 * multiclass: the softmax likelihood of T01 eq. (28), one weight vector per class and ONE joint
   Laplace approximation over all of them (block Hessian ``B_n = diag(y_n) - y_n y_n^T``),
-  with per-class (default) or shared ``alpha``.
+  with per-class (default) or shared ``alpha``;
+* leave-one-out: :class:`LaplaceRefits` (both loops warm-started without the rows left
+  out) and :func:`laplace_cavity_logpdf` (Vehtari et al. 2016's Laplace cavity at the fitted
+  alpha).
 
 Parameters are held as *pairs* (basis column, class): a binary (Bernoulli) model has one
 output (class 0 of the pair is the logit of ``classes[1]``); a softmax model has one logit
@@ -28,18 +31,22 @@ re-estimates) are the algorithm's :class:`~sparsebayes.inference.rvm.sequential.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import xarray as xr
 from scipy import linalg, optimize
+from scipy.special import expit
 
-from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning
+from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning, RVMClassification
 
 from ..likelihoods import Bernoulli, likelihood_for, pair_gradient, pair_logits
 from ..numerics import cholesky, cholesky_inverse, one_blas_thread, warn_user
-from ..results import classification_datatree
+from ..predictive.classification import cavity_logpdf, moderated_from_moments, pair_logit_moments
+from ..predictive.regression import design
+from ..results import basis_from_posterior, classification_datatree
 from . import compiled
 from .mackay import mackay_update
 from .sequential import BlockProducts, DenseProducts, Policy, SequentialSparseBayes
@@ -52,6 +59,10 @@ __all__ = [
     "laplace_width_gradient",
     "fit_fast",
     "fit_mackay",
+    "posterior_pairs",
+    "check_out",
+    "LaplaceRefits",
+    "laplace_cavity_logpdf",
 ]
 
 PRUNE_ALPHA = 1e12  # MacKay pruning threshold for classification (Tipping App. B.1)
@@ -247,12 +258,32 @@ def laplace_width_gradient(Phi_act: np.ndarray, centres: np.ndarray, X: np.ndarr
 # --------------------------------------------------------------------------------------------
 
 
-def _surrogate(Phi: np.ndarray, lik, F: np.ndarray, Phi2: np.ndarray | None = None):
+def _surrogate(Phi: np.ndarray, lik, F: np.ndarray, Phi2: np.ndarray | None = None,
+               rows: np.ndarray | None = None):
     """The linearised Gaussian problem at logits F (TF03 eq. 14, PRML 7.117) as the
     sequential algorithm's products. Bernoulli: design ``Phi``, targets
     ``t_hat = F + (t - y) / B``, precisions ``B = y (1 - y)``. Softmax: per point the K x K
     block ``B_n`` over the (basis, class) pairs (:class:`BlockProducts`; no N(K-1) x KM
-    design). ``Phi2 = Phi**2`` (if kept) makes ``phi_m^T B phi_m`` one product."""
+    design). ``Phi2 = Phi**2`` (if kept) makes ``phi_m^T B phi_m`` one product.
+
+    ``rows``: the problem is the rows ``rows`` of ``Phi`` (``lik`` and ``F`` hold those
+    rows only); the other rows get ``B = 0``, so they drop out of every product without
+    a copy of ``Phi`` (leave-out refits)."""
+    if rows is not None:
+        N, K = Phi.shape[0], lik.n_out
+        Ff = np.zeros((N, K))
+        Ff[rows] = F
+        if K > 1:
+            B, G = np.zeros((N, K, K)), np.zeros((N, K))
+            B[rows], G[rows] = lik.hess(F), lik.grad(F)
+            return BlockProducts(Phi, B, Ff, G, Phi2)
+        b, t_hat = np.zeros(N), np.zeros(N)
+        f = F[:, 0]
+        y = expit(f)
+        b[rows] = np.maximum(y * expit(-f), B_FLOOR)
+        t_hat[rows] = f + (lik.t - y) / b[rows]
+        diag = b @ Phi2 if Phi2 is not None else np.einsum("nm,nm,n->m", Phi, Phi, b)
+        return DenseProducts(Phi, t_hat, b, diag=diag, PhiBt=Phi.T @ (b * t_hat))
     if lik.n_out == 1:
         t_hat, b, diag, PhiBt = compiled.bernoulli_surrogate(np.ascontiguousarray(F[:, 0]),
                                                              lik.t, B_FLOOR, Phi, Phi2)
@@ -273,7 +304,14 @@ class ClassFit:
     notes: list[str] = field(default_factory=list)
 
 
-def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -> ClassFit:
+def _rows_of(Phi: np.ndarray, cols: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    """``Phi[rows][:, cols]`` (``Phi[:, cols]`` for ``rows=None``), Fortran-ordered as
+    ``Phi[:, cols]`` is (the compiled mode's layout)."""
+    return Phi[:, cols] if rows is None else np.asfortranarray(Phi[np.ix_(rows, cols)])
+
+
+def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None, Phi2=None,
+              rows=None) -> ClassFit:
     """Tipping & Faul's loop on the Laplace surrogate (TF03 §4 with step 10's re-linearisation)
     with the exact Laplace evidence as the acceptance test. A *run* of up to ``run`` actions
     (add / delete / re-estimate, each the largest gain in the surrogate evidence, PRML 7.118,
@@ -287,8 +325,13 @@ def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -
     re-linearisations fall from one per add or delete to a few per doubling. The optimum is
     the Laplace evidence's: it rises with every kept run, and convergence is declared on a
     fresh surrogate with nothing left to do, or when ``STALL`` mode searches in a row
-    raised it by less than ``STALL_GAIN`` nats in all."""
-    N, M = Phi.shape
+    raised it by less than ``STALL_GAIN`` nats in all.
+
+    ``warm``: start from the model (cols, cls, alpha, weights). ``rows``: fit the rows
+    ``rows`` of ``Phi`` only (``lik`` holds their targets; :func:`_surrogate`). ``Phi2``:
+    ``Phi**2`` if the caller keeps it (else made here when small enough)."""
+    M = Phi.shape[1]
+    N = Phi.shape[0] if rows is None else rows.size
     K = lik.n_out
     cand_col = np.tile(np.arange(M), K)
     cand_cls = np.repeat(np.arange(K), M)
@@ -307,13 +350,14 @@ def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -
         start: dict = {}
     else:
         w_cols, w_cls, w_alpha, w_theta = warm
-        lap = _mode(Phi[:, w_cols], w_cls, lik, w_alpha, w_theta)
+        lap = _mode(_rows_of(Phi, w_cols, rows), w_cls, lik, w_alpha, w_theta)
         F, log_ev = lap.F, lap.log_evidence + hyperprior(w_cls * M + w_cols, lap.alpha)
         start = {"active": list(w_cls * M + w_cols), "alpha": np.array(w_alpha)}
-    Phi2 = Phi * Phi if Phi.size <= PHI2_MAX else None
+    if Phi2 is None and Phi.size <= PHI2_MAX:
+        Phi2 = Phi * Phi
     policy = Policy(alpha_min=alpha_min, damped=True)
     state = SequentialSparseBayes(a_prior=prior_a, b_prior=b_prior,
-                                  products=_surrogate(Phi, lik, F, Phi2), policy=policy,
+                                  products=_surrogate(Phi, lik, F, Phi2, rows), policy=policy,
                                   refresh_after_step=False, **start)
     trace: list[float] = []
     converged = False
@@ -337,15 +381,15 @@ def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -
             break
         act = np.asarray(state.active)
         by_class = np.argsort(cand_cls[act], kind="stable")
-        new_lap = _mode(Phi[:, cand_col[act[by_class]]], cand_cls[act[by_class]], lik,
-                        state.alpha[by_class], state.mu[by_class])
+        new_lap = _mode(_rows_of(Phi, cand_col[act[by_class]], rows), cand_cls[act[by_class]],
+                        lik, state.alpha[by_class], state.mu[by_class])
         new_ev = new_lap.log_evidence + hyperprior(act, state.alpha)
         # (a proper prior, b > 0, puts exclusion at -inf: every add raises the objective)
         kept = new_ev >= log_ev - 1e-10 * max(1.0, abs(log_ev)) or (proper and "add" in moved)
         if kept:
             log_ev = new_ev
             trace.append(new_lap.log_evidence)
-            state.move_to(_surrogate(Phi, lik, new_lap.F, Phi2))
+            state.move_to(_surrogate(Phi, lik, new_lap.F, Phi2, rows))
             frozen_at = {i: e for i, e in frozen_at.items() if log_ev < e + THAW_GAIN}
             run = min(2 * run, MAX_RUN)
         else:
@@ -365,7 +409,7 @@ def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -
     cols, cls, alpha = cand_col[act], cand_cls[act], state.alpha.copy()
     order = np.lexsort((cols, cls))
     cols, cls, alpha = cols[order], cls[order], alpha[order]
-    lap = _mode(Phi[:, cols], cls, lik, alpha, state.mu[order], gtol=1e-12)
+    lap = _mode(_rows_of(Phi, cols, rows), cls, lik, alpha, state.mu[order], gtol=1e-12)
     lap.cols = cols
     trace.append(lap.log_evidence)
     notes = []
@@ -377,11 +421,15 @@ def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None) -
 
 
 def _run_mackay(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, shared,
-                warm=None, alpha0: float = 1.0) -> ClassFit:
+                warm=None, alpha0: float = 1.0, rows=None, scale=None) -> ClassFit:
     """Tipping (2001) §3: IRLS mode, then ``alpha_i = (gamma_i + 2a) / (w_i^2 + 2b)`` (T01 eq. 16
     / 44) with ``gamma_i = 1 - alpha_i Sigma_ii`` (T01 eq. 17); with ``shared`` one alpha per
     basis column over its K class weights, ``(sum_k gamma + 2a) / (sum_k w^2 + 2b)``.
-    Weights whose alpha exceeds 1e12 are pruned (App. B.1)."""
+    Weights whose alpha exceeds 1e12 are pruned (App. B.1). ``warm``: start from the model
+    (cols, cls, alpha, weights); ``rows``: fit those rows of ``Phi`` only (``lik`` holds
+    their targets); ``scale`` (M,): the factor taking the alpha of each column to the units
+    of unit-norm columns over those rows, where the pruning threshold and the floor
+    ``alpha_min`` hold (default 1: ``Phi`` has unit-norm columns over them)."""
     N, M = Phi.shape
     K = lik.n_out
     if warm is None:
@@ -398,7 +446,7 @@ def _run_mackay(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, shared,
     it = 0
     lap = None
     for it in range(1, max_iter + 1):  # noqa: B007 (returned)
-        lap = _mode(Phi[:, cols], cls, lik, alpha, theta)
+        lap = _mode(_rows_of(Phi, cols, rows), cls, lik, alpha, theta)
         trace.append(lap.log_evidence)
         theta = lap.theta
         Sigma_diag = np.diag(lap.Sigma)
@@ -408,18 +456,20 @@ def _run_mackay(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, shared,
             gamma = np.bincount(cols, weights=gamma, minlength=M)[cols]
             w2 = np.bincount(cols, weights=w2, minlength=M)[cols]
         # none kept: the empty model, every logit 0
+        sc = 1.0 if scale is None else scale[cols]
         new, keep, change = mackay_update(alpha, gamma, w2, prior_a, b_prior[cols],
-                                          prune_at=PRUNE_ALPHA, floor=alpha_min)
+                                          prune_at=PRUNE_ALPHA, floor=alpha_min / sc, scale=sc)
         pruned = not keep.all()
         cols, cls, alpha, theta = cols[keep], cls[keep], new[keep], theta[keep]
         if change < tol and not pruned:
             converged = True
             break
-    lap = _mode(Phi[:, cols], cls, lik, alpha, theta, gtol=1e-12)
+    lap = _mode(_rows_of(Phi, cols, rows), cls, lik, alpha, theta, gtol=1e-12)
     lap.cols = cols
     trace.append(lap.log_evidence)
+    sc = 1.0 if scale is None else scale[cols]
     return ClassFit(cols, cls, alpha, lap, trace, converged, it,
-                int(np.sum(alpha <= alpha_min * (1 + 1e-9))))
+                int(np.sum(alpha * sc <= alpha_min * (1 + 1e-9))))
 
 
 # --------------------------------------------------------------------------------------------
@@ -429,7 +479,7 @@ def _run_mackay(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, shared,
 
 def _solve(problem, *, algorithm: str, softmax_model: bool, shared: bool, max_iter: int,
            tol: float, alpha_min: float, max_outer: int = 30, width_rtol: float = 1e-4,
-           width_step: float = 1e-3):
+           width_step: float = 1e-3, warm=None):
     """Run ``algorithm`` on unit-norm columns (the flat prior makes the evidence invariant to
     column scale; a Gamma rate b becomes ``b ||phi||^2``). With ``learn_width`` alternate it
     with L-BFGS steps on the log widths at fixed alpha, the Laplace evidence and its exact
@@ -439,12 +489,12 @@ def _solve(problem, *, algorithm: str, softmax_model: bool, shared: bool, max_it
     stops when a round (alpha run + width step) gains less than ``width_rtol * max(1, |L|)``
     in log evidence, when no log width moves by more than ``width_step``, or after
     ``max_outer`` rounds. (Without the gain rule the width crept ~1% per round, gaining
-    ~1e-4 |L| each, to the round cap.)"""
+    ~1e-4 |L| each, to the round cap.) ``warm``: the first round starts from this model
+    (cols, cls, alpha, weights on the columns as ``problem.basis`` makes them)."""
     prior = problem.prior if problem.prior is not None else GammaPrior()
     lik = likelihood_for(problem.t, problem.n_classes, softmax_model)
     X = problem.X
     basis = problem.basis
-    warm = None
     total = 0
     notes: list[str] = []
     width_trace: list[float] = []
@@ -564,6 +614,7 @@ def laplace_datatree(problem, basis, lik, lap: Laplace, res: ClassFit, *, shared
         "alpha_shared": int(shared),
         "n_at_alpha_floor": int(res.at_floor),
         "optimise_seconds": float(optimise_seconds),
+        "learn_width": int(bool(problem.learn_width)),
         "hyperparameters": "point estimates (type-II ML, Laplace approximation): alpha is "
                            "constant across draws; w is drawn from the Laplace Gaussian "
                            "N(mu, Sigma)",
@@ -660,3 +711,171 @@ def fit_mackay(problem, *, seed=None, max_iter: int = 5000, tol: float = 1e-6,
     return _fit(problem, "mackay", "evidence-mackay", seed=seed, max_iter=max_iter, tol=tol,
                 draws=draws, chains=chains, likelihood=likelihood, alpha=alpha,
                 alpha_min=alpha_min)
+
+
+# --------------------------------------------------------------------------------------------
+# Leave-out refits, warm-started from the full-data fit
+# --------------------------------------------------------------------------------------------
+
+
+def posterior_pairs(post: xr.DataTree) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The (basis column, class) pairs in a classification result's Gaussian weight posterior
+    (``gaussian_posterior``, Laplace or variational): their columns (indices into the fitted
+    basis), classes (0 for the binary model), ``alpha`` and posterior means, class-major
+    with the columns sorted within a class (the order the fits hold them in)."""
+    _, columns = basis_from_posterior(post)
+    g = post["gaussian_posterior"]
+    mu, alpha = g["mu"].values, g["alpha"].values
+    if mu.ndim == 1:
+        order = np.argsort(columns, kind="stable")
+        return columns[order], np.zeros(columns.size, int), alpha[order], mu[order]
+    cls, pos = np.nonzero(np.isfinite(alpha).T)  # class-major; columns sorted on dim basis
+    return columns[pos], cls, alpha[pos, cls], mu[pos, cls]
+
+
+def check_out(out, n: int) -> np.ndarray:
+    """``out`` as a 1-D int array of distinct rows in ``0..n-1`` leaving at least one row,
+    else a ``ValueError`` naming it."""
+    arr = np.asarray(out)
+    if arr.ndim != 1 or arr.size == 0 or arr.dtype.kind not in "iu":
+        raise ValueError(f"out must be a non-empty 1-D integer array of row indices, got {out!r}")
+    if arr.min() < 0 or arr.max() >= n or np.unique(arr).size != arr.size or arr.size >= n:
+        raise ValueError(f"out must hold distinct rows in 0..{n - 1} and leave some out of the "
+                         f"{n}, got {out!r}")
+    return arr.astype(int)
+
+
+class LaplaceRefits:
+    """Warm-started refits of a Laplace type-II ML classification result (``evidence``:
+    Tipping & Faul 2003 on the Laplace surrogate, :func:`fit_fast`; ``evidence-mackay``: T01
+    eq. 16, :func:`fit_mackay`; Bernoulli or softmax, T01 eqs. 23-28) without some rows.
+
+    A fold runs the fit's own loop, to its tolerance, on the other rows, starting from the
+    full-data model (pairs in the model, alpha, mode), and returns the moderated predictive
+    of the observed class at the left-out rows (what ``predict(post, X).proba`` gives for
+    such a result). The left-out rows stay in the design (the basis is the fit's: leave-one-out
+    leaves out a target, not a column) with zero precision in the surrogate and no term in
+    the likelihood: no copy of the N x M design per fold. The columns are scaled to unit norm
+    over all N rows once, where a fit of the kept rows scales them over those: the evidence
+    is invariant to the scale, so only a weight at the floor ``alpha_min`` (per unit-norm
+    column) can differ. With a learned Gaussian width (``learn_width``) a fold re-runs the
+    width search from the fitted width and model on the kept rows, whose design it rebuilds
+    (the width changes it). The refit keeps all K classes even if a class has no kept row.
+
+    ``max_iter``, ``tol``, ``alpha_min``: the fit's options (default: its defaults)."""
+
+    def __init__(self, post: xr.DataTree, *, max_iter: int | None = None,
+                 tol: float | None = None, alpha_min: float = ALPHA_MIN) -> None:
+        if not isinstance(post, xr.DataTree) or post.attrs.get("problem_kind") != "classification":
+            raise TypeError("post must be an RVMClassification result of fit")
+        method = post.attrs.get("method")
+        if method not in ("evidence", "evidence-mackay"):
+            raise ValueError(f"LaplaceRefits refits 'evidence' and 'evidence-mackay' results, "
+                             f"got {method!r}")
+        fast = method == "evidence"
+        self.algorithm = "fast" if fast else "mackay"
+        self.max_iter = (10000 if fast else 5000) if max_iter is None else max_iter
+        self.tol = (1e-3 if fast else 1e-6) if tol is None else tol
+        if not isinstance(self.max_iter, int | np.integer) or self.max_iter <= 0:
+            raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+        if not self.tol > 0:
+            raise ValueError(f"tol must be > 0, got {tol!r}")
+        if not (np.isscalar(alpha_min) and 0 <= alpha_min < 1):
+            raise ValueError(f"alpha_min must be a number in [0, 1), got {alpha_min!r}")
+        self.alpha_min = float(alpha_min)
+        self.basis, _ = basis_from_posterior(post)
+        self.X = post["constant_data"]["X"].values
+        self.t = post["observed_data"]["t"].values.astype(int)
+        self.classes = np.asarray(json.loads(post.attrs["classes"]))
+        self.softmax_model = post.attrs["likelihood"] == "softmax"
+        self.shared = bool(int(post.attrs.get("alpha_shared", 0)))
+        self.prior = (GammaPrior.from_json(post.attrs["prior"]) if "prior" in post.attrs
+                      else GammaPrior())
+        self.learn_width = bool(int(post.attrs.get("learn_width", 0)))
+        cols, cls, alpha, theta = posterior_pairs(post)
+        self.warm = (cols, cls, alpha, theta)
+        if self.learn_width:
+            return
+        Phi = self.basis.design(self.X)
+        norms = np.sqrt(np.einsum("nm,nm->m", Phi, Phi))
+        norms[norms == 0] = 1.0
+        Phi /= norms
+        self.Phi = Phi
+        self.Phi2 = Phi * Phi if fast and Phi.size <= PHI2_MAX else None
+        self.b_n = self.prior.b * norms**2
+        self.warm = (cols, cls, alpha / norms[cols] ** 2, theta * norms[cols])
+
+    def refit(self, out: np.ndarray) -> tuple[ClassFit, np.ndarray]:
+        """The fit without the rows ``out``, and the design rows ``out`` of its pairs (on the
+        scale of its ``lap``)."""
+        N = self.t.size
+        out = check_out(out, N)
+        rows = np.setdiff1d(np.arange(N), out)
+        K = self.classes.size
+        with one_blas_thread():
+            if self.learn_width:
+                return self._refit_width(rows, out)
+            lik = likelihood_for(self.t[rows], K, self.softmax_model)
+            args = (self.Phi, lik, self.prior.a, self.b_n, self.alpha_min, self.max_iter,
+                    self.tol)
+            if self.algorithm == "fast":
+                res = _run_fast(*args, warm=self.warm, Phi2=self.Phi2, rows=rows)
+            else:  # the pruning threshold and the floor in the kept rows' unit norms
+                kept2 = 1.0 - np.einsum("nm,nm->m", self.Phi[out], self.Phi[out])
+                res = _run_mackay(*args, self.shared, warm=self.warm, rows=rows,
+                                  scale=1.0 / np.maximum(kept2, np.finfo(float).tiny))
+        return res, self.Phi[np.ix_(out, res.cols)]
+
+    def _refit_width(self, rows, out):
+        b = self.basis
+        problem = RVMClassification(self.X[rows], self.classes[self.t[rows]], kernel=b.kernel,
+                                    bias=b.bias, extra_columns=b.extra, prior=self.prior,
+                                    learn_width=True, centres=b.centres)
+        basis, _, lap, res, total, notes, trace = _solve(
+            problem, algorithm=self.algorithm, softmax_model=self.softmax_model,
+            shared=self.shared, max_iter=int(self.max_iter), tol=float(self.tol),
+            alpha_min=self.alpha_min, warm=self.warm)
+        fit = ClassFit(lap.cols, lap.cls, lap.alpha, lap, trace, res.converged, total,
+                       res.at_floor, notes)
+        return fit, basis.design(self.X[out], columns=lap.cols)
+
+    def fold(self, out: np.ndarray) -> tuple[np.ndarray, bool]:
+        """``ln p(t_n | t_kept)`` (len(out),) of the observed classes at the rows ``out``
+        under the refit's moderated predictive (MacKay 1992; PRML 4.153-4.155; the pairwise
+        form for the softmax, :func:`~..predictive.classification.moderated_softmax`), and
+        whether the refit converged."""
+        res, Phi_out = self.refit(out)
+        lap = res.lap
+        n_out = self.classes.size if self.softmax_model else 1
+        logp = moderated_from_moments(*pair_logit_moments(Phi_out, lap.cls, lap.theta,
+                                                          lap.Sigma, n_out))
+        codes = self.t[np.asarray(out, dtype=int)]
+        return logp[np.arange(codes.size), codes], bool(res.converged and lap.converged)
+
+
+def laplace_cavity_logpdf(post: xr.DataTree, *, n_points: int | None = None) -> np.ndarray:
+    """``ln p(t_n | t_-n)`` (N,) of an RVM classification result by the Laplace leave-one-out
+    of Vehtari, Mononen, Tolvanen, Sivula & Winther (2016, LA-LOO) at the fitted alpha: each
+    point's site taken out of the Gaussian weight posterior and the likelihood integrated over
+    the cavity (:func:`~..predictive.classification.cavity_logpdf`). ``evidence`` /
+    ``evidence-mackay``: the Laplace sites at the mode (T01 eqs. 24-26); ``vrvm``: the same
+    with the sites of its bound (Jaakkola-Jordan / Böhning, Bishop & Tipping 2000), the
+    variational analogue. Optimistic: alpha and the pruning are those fitted to all points
+    (the exact estimator refits them: :class:`LaplaceRefits`)."""
+    if not isinstance(post, xr.DataTree) or post.attrs.get("problem_kind") != "classification":
+        raise TypeError("post must be an RVMClassification result of fit")
+    method = post.attrs.get("method")
+    if method in ("evidence", "evidence-mackay"):
+        sites = "laplace"
+    elif method == "vrvm" and post.attrs.get("likelihood_bound") in ("jaakkola-jordan",
+                                                                     "bohning"):
+        sites = "bound"
+    else:
+        raise ValueError(f"no Gaussian sites in a {method!r} result (bound "
+                         f"{post.attrs.get('likelihood_bound')!r}): the cavity LOO is for the "
+                         "evidence methods and the Jaakkola-Jordan / Böhning vrvm")
+    X = post["constant_data"]["X"].values
+    g = post["gaussian_posterior"]
+    with one_blas_thread():
+        return cavity_logpdf(design(post, X), post["observed_data"]["t"].values,
+                             g["mu"].values, g["Sigma"].values, sites=sites, n_points=n_points)

@@ -660,9 +660,10 @@ class SequentialSparseBayes:
         its Hessian ``alpha_i alpha_j (Sigma_ij^2 + 2 mu_i mu_j Sigma_ij) / 2 - delta_ij
         alpha_i (Sigma_ii + mu_i^2) / 2`` (from ``dSigma / d alpha_j = -Sigma e_j e_j^T
         Sigma``, ``d mu / d alpha_j = -Sigma e_j mu_j``). It replaces the one-basis-at-a-time
-        re-estimates' linear convergence near an optimum by quadratic convergence. A step
-        that does not raise the evidence, or a Hessian that is not negative definite, is
-        not taken. Returns True when the last step was below ``tol`` in every ``ln alpha``.
+        re-estimates' linear convergence near an optimum by quadratic convergence. Where the
+        Hessian is not negative definite or the step does not raise the evidence, ``lam I``
+        is subtracted from it (Levenberg-Marquardt) until a step does. Returns True when the
+        last step was below ``tol`` in every ``ln alpha``.
         """
         before = self.log_evidence()
         for _ in range(max_steps):
@@ -671,16 +672,19 @@ class SequentialSparseBayes:
             grad = 0.5 * (1.0 - a * m2)
             H = 0.5 * np.outer(a, a) * (Sg * Sg + 2.0 * np.outer(mu, mu) * Sg)
             H.flat[:: a.size + 1] -= 0.5 * a * m2
-            L, info = linalg.lapack.dpotrf(-H, lower=1)
-            if info != 0:
-                return False
-            step = np.clip(linalg.lapack.dpotrs(L, grad, lower=1)[0], -1.0, 1.0)
-            snap = self.snapshot()
-            self.alpha = a * np.exp(step)
-            self.recompute()
-            after = self.log_evidence()
-            if not after >= before - 1e-12 * abs(before):
-                self.restore(snap)
+            snap, lam = self.snapshot(), 0.0
+            for _attempt in range(8):  # Levenberg-Marquardt: -H + lam I until uphill
+                L, info = linalg.lapack.dpotrf(-H + lam * np.eye(a.size), lower=1)
+                if info == 0:
+                    step = np.clip(linalg.lapack.dpotrs(L, grad, lower=1)[0], -2.0, 2.0)
+                    self.alpha = a * np.exp(step)
+                    self.recompute()
+                    after = self.log_evidence()
+                    if np.isfinite(after) and after >= before - 1e-12 * abs(before):
+                        break
+                    self.restore(snap)
+                lam = max(10.0 * lam, 1e-3 * float(np.max(np.abs(np.diag(H)))) + 1e-12)
+            else:
                 return False
             before = after
             if np.max(np.abs(step)) < tol:

@@ -32,6 +32,7 @@ and the bound is recorded after every update of the variational parameters.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,13 +45,17 @@ from sparsebayes.models.priors import resolve_prior
 
 from ..likelihoods import likelihood_for, pair_logits
 from ..numerics import LOG_2PI, cholesky, cholesky_inverse, one_blas_thread, warn_user
-from ..results import classification_datatree, relevance_counts
-from .laplace import ALPHA_MIN, check_classes, warn_fit
+from ..predictive.classification import logit_moments, moderated_from_moments, pair_logit_moments
+from ..predictive.regression import design
+from ..results import basis_from_posterior, classification_datatree, relevance_counts
+from .diagnostics import vrvm_classification_khat
+from .laplace import ALPHA_MIN, check_classes, check_out, posterior_pairs, warn_fit
 from .sequential import DenseProducts, Policy, SequentialSparseBayes
 from .vrvm import weight_bound_terms
 
 __all__ = ["jj_lambda", "jj_posterior", "vrvm_classification",
-           "vrvm_classification_coordinate", "fit_vrvm_classification", "VRVMClassState"]
+           "vrvm_classification_coordinate", "fit_vrvm_classification", "VRVMClassState",
+           "VRVMClassificationRefits"]
 
 # The limit of one weight's terms in the bound (flat prior) as <alpha_i> -> inf: what a
 # pruned weight contributes, so pruning keeps the bound continuous.
@@ -276,17 +281,31 @@ def vrvm_classification(Phi: np.ndarray, t: np.ndarray, n_classes: int, *,
     nothing. ``check``: also record the bound by the collapsed formula.
     """
     Phi = np.asarray(Phi, dtype=float)
-    N, M = Phi.shape
     norms = np.sqrt(np.einsum("nm,nm->m", Phi, Phi))
     norms[norms == 0] = 1.0
     Phi_n = Phi / norms
     model = _bound_model(t, n_classes, softmax_bound)
+    return _sequential(Phi_n, model.design(Phi_n), norms, model, alpha_min=alpha_min,
+                       max_iter=max_iter, tol=tol, bound_rtol=bound_rtol, check=check)
+
+
+def _sequential(Phi_n, Phi_s, norms, model, *, alpha_min, max_iter, tol, bound_rtol, check,
+                start=None) -> VRVMClassState:
+    """The iterations of :func:`vrvm_classification` on unit-norm columns ``Phi_n`` (norms
+    ``norms``) and the bound's design ``Phi_s``; ``start``: (pairs in the model, their alpha
+    on unit-norm columns, variational parameters) to start from (else the empty model at
+    ``model.start``)."""
+    N, M = Phi_n.shape
     K = model.n_out
-    Phi_s = model.design(Phi_n)
     run = _Ascent(model, Phi_n, np.tile(np.arange(M), K), np.repeat(np.arange(K), M), M * K,
                   tol, bound_rtol, max_iter, check)
-    z, b, _ = model.surrogate(model.start(N))
-    state = _state(Phi_s, z, b, alpha_min)
+    if start is None:
+        z, b, _ = model.surrogate(model.start(N))
+        state = _state(Phi_s, z, b, alpha_min)
+    else:
+        pairs, alpha, run.xi = start
+        z, b, _ = model.surrogate(run.xi)
+        state = _state(Phi_s, z, b, alpha_min, active=[int(p) for p in pairs], alpha=alpha)
     converged = False
     aligned = 0
     settled = False  # the last pass over the bases in the model converged
@@ -409,15 +428,20 @@ def vrvm_classification_coordinate(Phi: np.ndarray, t: np.ndarray, n_classes: in
     (summary §3 with the likelihood bound) is recorded after every sweep; stops when it
     changes by less than ``tol (1 + |L|)``. O(N M^2 + M^3) per sweep (M: every pair)."""
     Phi = np.asarray(Phi, dtype=float)
-    N, M = Phi.shape
     model = _bound_model(t, n_classes, softmax_bound)
+    return _coordinate(Phi, model.design(Phi), model, prior, max_iter=max_iter, tol=tol)
+
+
+def _coordinate(Phi, Phi_s, model, prior, *, max_iter, tol, start=None) -> VRVMClassState:
+    """The sweeps of :func:`vrvm_classification_coordinate` on the design ``Phi`` and the
+    bound's design ``Phi_s``; ``start``: (``<alpha>`` of every pair, variational parameters)
+    to start from (else ones and ``model.start``)."""
+    N, M = Phi.shape
     K = model.n_out
-    Phi_s = model.design(Phi)
     P = Phi_s.shape[1]
     cols, cls = np.tile(np.arange(M), K), np.repeat(np.arange(K), M)
     a_t = prior.a + 0.5
-    alpha = np.ones(P)
-    xi = model.start(N)
+    alpha, xi = (np.ones(P), model.start(N)) if start is None else start
     bounds: list[float] = []
     converged = False
     it = 0
@@ -484,7 +508,7 @@ def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPri
     The result has the layout of the Laplace fit (``w``, ``alpha`` on ``basis``, plus
     ``class`` for K > 2; ``gaussian_posterior`` with ``mu``, ``Sigma`` = ``q(w)``, so
     ``predict(post, X).proba`` is the same moderated output): ``w ~ q(w)``, ``alpha ~
-    q(alpha)`` (pruned pairs: the largest float, as in the Laplace layout);
+    q(alpha)`` (pruned pairs: ``ALPHA_PRUNED``, as in the Laplace layout);
     ``sample_stats.elbo`` is the bound after every ``xi`` update, ``attrs["elbo"]`` its
     final value (up to the prior's normalisers when it is improper).
     """
@@ -537,6 +561,8 @@ def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPri
                            "alpha are independent draws from q(w) q(alpha); pruned weights "
                            "have <alpha> = inf",
         "default_predict_kind": "moderated",
+        "psis_khat": vrvm_classification_khat(
+            Phi, likelihood_for(problem.t, K, softmax_model), prior, st, seed=seed),
     }
     Sigma = cholesky_inverse(cholesky(st.H))
     # q(alpha_i) = Gamma(k, rate k / <alpha_i>): alpha drawn from it
@@ -562,3 +588,131 @@ def _check_bound(bound: np.ndarray) -> None:
         warn_user(f"the variational bound decreased by {drop[i]:.3g} at iteration {i + 2} "
                   "(more than round-off): the result may not be a local optimum",
                   NumericalWarning)
+
+
+class _LeftOut:
+    """A bound model of the points ``rows`` of an N-point design (leave-out refits): the
+    surrogate rows of the other points get precision 0, so they drop out of every product of
+    the sequential algorithm and of the bound, and add no constant; the variational
+    parameters are the kept points' only."""
+
+    def __init__(self, model, rows: np.ndarray, N: int, per_point: int) -> None:
+        self.model, self.n_out, self.rows = model, model.n_out, rows
+        self.srows = (rows[:, None] * per_point + np.arange(per_point)).ravel()
+        self.size = N * per_point
+
+    def start(self, N: int) -> np.ndarray:
+        return self.model.start(self.rows.size)
+
+    def update(self, F, m_rows, v_rows, params) -> np.ndarray:
+        return self.model.update(F[self.rows], m_rows[self.srows], v_rows[self.srows], params)
+
+    def surrogate(self, xi):
+        z, b, c0 = self.model.surrogate(xi)
+        Z, B = np.zeros(self.size), np.zeros(self.size)
+        Z[self.srows], B[self.srows] = z, b
+        return Z, B, c0
+
+
+class VRVMClassificationRefits:
+    """Warm-started refits of a variational RVM classification result (``vrvm``: Bishop &
+    Tipping 2000 with the Jaakkola-Jordan bound for two classes, Böhning's (or Bouchard's)
+    for K) without some rows.
+
+    A fold runs the fit's own iterations (:func:`vrvm_classification` for Tipping's flat
+    prior, :func:`vrvm_classification_coordinate` for a proper one), to its tolerance, on
+    the other rows, starting from the full-data ``q(alpha)`` (the pairs in the model and
+    their ``<alpha>``) and the kept points' variational parameters (at convergence functions
+    of ``q(w)``: ``xi_n^2 = E[f_n^2]``, PRML 10.163; ``psi_n = E[f_n]``), and returns the
+    moderated predictive of the observed class at the left-out rows under the refit's
+    ``q(w)`` (what ``predict(post, X).proba`` gives for such a result). The left-out rows stay
+    in the design (the basis is the fit's) with zero precision in the bound's Gaussian
+    surrogate: no copy of the design per fold. Columns are scaled to unit norm over all N
+    rows once (the bound is invariant to the scale; only a weight at the floor ``alpha_min``
+    can differ from a fit of the kept rows, which scales them over those).
+
+    ``max_iter``, ``tol``, ``alpha_min``: the fit's options (default: its defaults)."""
+
+    def __init__(self, post: xr.DataTree, *, max_iter: int = 10000, tol: float | None = None,
+                 alpha_min: float = ALPHA_MIN) -> None:
+        if not isinstance(post, xr.DataTree) or post.attrs.get("problem_kind") != "classification":
+            raise TypeError("post must be an RVMClassification result of fit")
+        if post.attrs.get("method") != "vrvm":
+            raise ValueError(f"VRVMClassificationRefits refits 'vrvm' results, got "
+                             f"{post.attrs.get('method')!r}")
+        if not isinstance(max_iter, int | np.integer) or max_iter <= 0:
+            raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+        if tol is not None and not tol > 0:
+            raise ValueError(f"tol must be > 0 or None, got {tol!r}")
+        if not (np.isscalar(alpha_min) and 0 <= alpha_min < 1):
+            raise ValueError(f"alpha_min must be a number in [0, 1), got {alpha_min!r}")
+        self.prior = GammaPrior.from_json(post.attrs["prior"])
+        self.flat = self.prior.a == 0 and self.prior.b == 0
+        self.max_iter, self.alpha_min = int(max_iter), float(alpha_min)
+        self.tol = tol or (1e-3 if self.flat else 1e-7)
+        self.t = post["observed_data"]["t"].values.astype(int)
+        self.K = len(json.loads(post.attrs["classes"]))
+        bound = post.attrs.get("likelihood_bound", "jaakkola-jordan")
+        self.softmax_bound = "bohning" if bound == "jaakkola-jordan" else bound
+        basis, _ = basis_from_posterior(post)
+        X = post["constant_data"]["X"].values
+        Phi = basis.design(X)
+        N, M = Phi.shape
+        cols, cls, alpha, _ = posterior_pairs(post)
+        g = post["gaussian_posterior"]
+        # the logits' moments under the full-data q(w), rows (point, logit): the start of
+        # the variational parameters
+        m, V = logit_moments(design(post, X), g["mu"].values, g["Sigma"].values)
+        self.moments = (m, m.ravel(), np.einsum("nkk->nk", V).ravel())
+        probe = _bound_model(self.t, self.K, self.softmax_bound)
+        self.norms = np.ones(M)
+        if self.flat:
+            self.norms = np.sqrt(np.einsum("nm,nm->m", Phi, Phi))
+            self.norms[self.norms == 0] = 1.0
+            Phi /= self.norms
+            self.start = (cls * M + cols, alpha / self.norms[cols] ** 2)
+        else:
+            self.start = (None, alpha)  # every pair, class-major: the coordinate fit's order
+        self.Phi = Phi
+        self.Phi_s = probe.design(Phi)
+        self.per_point = self.Phi_s.shape[0] // N
+
+    def _xi(self, model: _LeftOut) -> np.ndarray:
+        """The kept points' variational parameters at the full-data ``q(w)``: the bound's
+        optimum given it (Bouchard's pair (a, xi) by alternating its two updates). Böhning's
+        update reads the logits' means only."""
+        xi = model.start(0)
+        for _ in range(50 if isinstance(model.model, _Bouchard) else 1):
+            xi = model.update(*self.moments, xi)
+        return xi
+
+    def refit(self, out: np.ndarray) -> VRVMClassState:
+        """The fit without the rows ``out`` (its ``mu``, ``H`` on the fit's columns)."""
+        N = self.t.size
+        out = check_out(out, N)
+        rows = np.setdiff1d(np.arange(N), out)
+        model = _LeftOut(_bound_model(self.t[rows], self.K, self.softmax_bound), rows, N,
+                         self.per_point)
+        xi = self._xi(model)
+        with one_blas_thread():
+            if self.flat:
+                pairs, alpha = self.start
+                return _sequential(self.Phi, self.Phi_s, self.norms, model,
+                                   alpha_min=self.alpha_min, max_iter=self.max_iter,
+                                   tol=self.tol, bound_rtol=1e-9, check=False,
+                                   start=(pairs, alpha, xi))
+            return _coordinate(self.Phi, self.Phi_s, model, self.prior, max_iter=self.max_iter,
+                               tol=self.tol, start=(self.start[1].copy(), xi))
+
+    def fold(self, out: np.ndarray) -> tuple[np.ndarray, bool]:
+        """``ln p(t_n | t_kept)`` (len(out),) of the observed classes at the rows ``out``
+        under the refit's moderated predictive (MacKay 1992; the pairwise form for the
+        softmax) with ``q(w)`` as the weight posterior, and whether the refit converged."""
+        st = self.refit(out)
+        out = np.asarray(out, dtype=int)
+        Phi_out = self.Phi[np.ix_(out, st.cols)] * self.norms[st.cols]
+        Sigma = cholesky_inverse(cholesky(st.H))
+        logp = moderated_from_moments(*pair_logit_moments(Phi_out, st.cls, st.mu, Sigma,
+                                                          1 if self.K == 2 else self.K))
+        codes = self.t[out]
+        return logp[np.arange(codes.size), codes], bool(st.converged)

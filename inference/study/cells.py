@@ -20,7 +20,7 @@ from . import storage
 from .data import DataSpec, load_split
 from .specs import BASELINES, FAMILIES, RUNNER_OPTIONS, MethodSpec, seed_of
 
-__all__ = ["Cell", "run_cell", "score"]
+__all__ = ["Cell", "run_cell", "score", "leave_one_out"]
 
 WIDTH_FACTORS = np.array([0.5, 0.7, 1.0, 1.4, 2.0])  # width=cv tries these x the default
 
@@ -120,6 +120,58 @@ def diagnostics(post) -> dict[str, float]:
         attrs = diagnose(post, warn=False)
     return {"divergences": int(attrs["n_divergent"]), "max_rhat": float(attrs["max_rhat"]),
             "min_ess_bulk": float(attrs["min_ess_bulk"])}
+
+
+def leave_one_out(post, n_train: int, pkind: str | None = None,
+                  estimator: str | bool | None = None) -> dict[str, Any]:
+    """The cell's leave-one-out columns from :func:`sparsebayes.inference.loo` of the fit on
+    the training split: ``loo_elpd_per_point`` = elpd / N (Vehtari, Gelman & Gabry 2017
+    eq. 4, the sum of ``log p(t_n | t_-n)`` over the N training points, divided by N) and
+    its standard error / N, the estimator that ran, its time, and for PSIS the number of
+    points whose Pareto k exceeds ArviZ's ``good_k`` (Vehtari et al. 2024: those
+    estimates are unreliable). A LOO that the library does not offer for this result
+    (``ValueError`` / ``NotImplementedError``) or that fails is missing (NaN) with the reason
+    in ``loo_missing``: the cell's test scores still stand. ``pkind`` is the cell's
+    predictive kind: ``loo`` scores the fit's own predictive, so a cell scored by another one
+    (RQ05's augmented ``rvm*``) has no LOO of its predictive. ``estimator``: the method
+    spec's ``loo`` option (None or True: the library's default; False: none; else its name,
+    passed to ``loo``)."""
+    out: dict[str, Any] = {"loo_elpd_per_point": np.nan, "loo_se_per_point": np.nan,
+                           "loo_estimator": "", "loo_seconds": np.nan, "loo_bad_k": np.nan,
+                           "loo_missing": ""}
+    if estimator is False:
+        out["loo_missing"] = "not asked for (loo=false)"
+        return out
+    if pkind is not None:
+        out["loo_missing"] = (f"the test scores use the {pkind!r} predictive; leave-one-out "
+                              "scores the fit's own")
+        return out
+    import inspect
+
+    from sparsebayes.inference import loo
+
+    opts = {"progressbar": False} if "progressbar" in inspect.signature(loo).parameters \
+        else {}  # the study shows its own bar
+    if estimator is not None and estimator is not True:
+        opts["estimator"] = estimator
+    start = time.perf_counter()
+    try:
+        res = loo(post, **opts)
+    except (ValueError, NotImplementedError) as exc:
+        out["loo_missing"] = f"not available: {type(exc).__name__}: {exc}"
+        return out
+    except Exception as exc:  # a failing LOO leaves the cell's test scores standing
+        out["loo_missing"] = f"failed: {type(exc).__name__}: {exc}"
+        return out
+    out.update(loo_elpd_per_point=float(res.elpd) / n_train,
+               loo_se_per_point=float(res.se) / n_train,
+               loo_estimator=str(getattr(res, "estimator", "")),
+               loo_seconds=float(getattr(res, "seconds", time.perf_counter() - start)))
+    k = getattr(res, "pareto_k", None)
+    if k is not None:
+        good = getattr(res, "good_k", None) or 0.7
+        out["loo_bad_k"] = int(np.sum(np.asarray(k, float) > good))
+    return out
 
 
 def _rvm_problem(kind: str, X, y, width, opts: dict[str, Any]):
@@ -226,6 +278,9 @@ def _run_baseline(cell: Cell, split: Split, widths, grid) -> tuple[dict, dict, n
     pred, probabilistic = baseline_predictions(est, split.X_test, task)
     out["predict_seconds"] = time.perf_counter() - start
     out["probabilistic"] = int(probabilistic)
+    out.update(loo_elpd_per_point=np.nan, loo_se_per_point=np.nan, loo_estimator="",
+               loo_seconds=np.nan, loo_bad_k=np.nan,
+               loo_missing="scikit-learn baseline: no leave-one-out")
     support = getattr(est, "support_", None)
     out["n_relevant"] = int(support.size) if support is not None else np.nan
     out["converged"] = 1
@@ -305,6 +360,8 @@ def _run(cell: Cell) -> dict[str, Any]:
             out["log_evidence"] = float(post.attrs["log_evidence"])
         out.update(diagnostics(post))
         out.update(score(pred, split.y_test, task))
+        out.update(leave_one_out(post, split.y_train.size, pkind,  # timed apart from the fit
+                                 runner.get("loo")))
         relevant = relevant_points(post) if not is_gp else np.empty((0, split.X_train.shape[1]))
         if grid is not None:
             gp_ = predict(post, grid, kind=pkind)

@@ -27,7 +27,8 @@ from .data import DataSpec
 from .specs import MethodSpec, parse_spec, spec_from_label
 from .storage import MANIFEST, TABLE, load_table
 
-__all__ = ["write_report", "write_html", "paired_tests", "summary_table", "LOSSES"]
+__all__ = ["write_report", "write_html", "paired_tests", "summary_table", "loo_table",
+           "loo_agreement", "LOSSES"]
 
 # per task: (column, heading, scale for display) of the losses compared by paired t-tests
 LOSSES = {
@@ -157,12 +158,149 @@ def best_methods(table: pd.DataFrame, dataset: str, loss: str) -> dict | None:
             "p": {m: adjusted.get(m, np.nan) for m in raw}}
 
 
+# per task: the loss whose negative is the held-out mean log density beside the LOO elpd
+HELD_OUT = {REGRESSION: "nlpd", CLASSIFICATION: "log_loss"}
+LOO_TERMS = (
+    "LOO elpd per point: the leave-one-out expected log predictive density of a method on "
+    "its training split, (1/N) sum_n log p(t_n | t_-n) over the N training points (Vehtari, "
+    "Gelman & Gabry 2017 eq. 4, divided by N); held-out: the mean log predictive density "
+    "of the test targets, mean log p(y | x, training split) (-NLPD for regression, -log loss "
+    "for classification). Both are per point and higher is better, so the two rank methods "
+    "alike when the LOO estimates what the test split measures.")
+# what each LOO estimator is (the table's `estimator` column)
+ESTIMATORS = {
+    "psis": "Pareto-smoothed importance sampling over the sampled posterior's draws (a "
+            "point whose Pareto k exceeds ArviZ's threshold has an unreliable estimate, "
+            "Vehtari et al. 2024; the table gives their share)",
+    "refit": "exact: the method refitted without each point (warm-started from its fit)",
+    "kfold": "10-fold: the method refitted without each tenth of the points (for large N; "
+             "0.9 N points per fit, so a little pessimistic)",
+    "gaussian": "at the hyperparameters fitted to all points, nothing refitted: optimistic",
+    "cavity": "at the hyperparameters fitted to all points, nothing refitted: optimistic",
+}
+OPTIMISTIC = ("gaussian", "cavity")
+
+
+def _bad_k_share(grp: pd.DataFrame) -> float:
+    """Share of the training points, over a method's PSIS cells, whose Pareto k exceeds
+    ArviZ's threshold (``loo_bad_k``); NaN without PSIS cells."""
+    if "loo_bad_k" not in grp:
+        return np.nan
+    psis = grp[grp["loo_bad_k"].notna()]
+    return float(psis["loo_bad_k"].sum() / psis["n_train"].sum()) if len(psis) else np.nan
+
+
+def _loo_means(sub: pd.DataFrame, task: str) -> pd.DataFrame:
+    """Per method (table order), over the splits with both numbers: the mean LOO elpd per
+    training point (``loo``) and the mean held-out log density (``held``: minus
+    :data:`HELD_OUT`'s loss)."""
+    col = HELD_OUT[task]
+    if "loo_elpd_per_point" not in sub or col not in sub:
+        return pd.DataFrame(columns=["loo", "held"])
+    both = sub.assign(loo=sub["loo_elpd_per_point"].astype(float), held=-sub[col].astype(float))
+    both = both[np.isfinite(both["loo"]) & np.isfinite(both["held"])]
+    return both.groupby("method", sort=False)[["loo", "held"]].mean()
+
+
+def loo_table(table: pd.DataFrame, dataset: str) -> pd.DataFrame:
+    """One row per method of ``dataset``: LOO elpd per training point and held-out mean
+    log density (mean ± sd over the successful splits), the LOO estimator(s) and mean time,
+    and why a method has no LOO. Empty when the table has no LOO columns (a study stored
+    before them)."""
+    sub = table[(table["dataset"] == dataset) & (table["status"] == "ok")]
+    if "loo_elpd_per_point" not in sub or not len(sub):
+        return pd.DataFrame()
+    col = HELD_OUT[sub["task"].iloc[0]]
+
+    def mean_sd(v: np.ndarray) -> str:
+        v = v[np.isfinite(v)]
+        if not v.size:
+            return "–"
+        return _fmt(v.mean()) + (f" ± {_fmt(v.std(ddof=1))}" if v.size > 1 else "")
+
+    rows = []
+    for method, grp in sub.groupby("method", sort=False):
+        loo = grp["loo_elpd_per_point"].to_numpy(float)
+        held = -grp[col].to_numpy(float) if col in grp else np.full(len(grp), np.nan)
+        est = sorted({str(e) for e in grp.get("loo_estimator", pd.Series()).dropna() if e})
+        bad = _bad_k_share(grp)
+        if bad > 0:
+            est = [f"{e} (Pareto k high at {100 * bad:.0f}% of points)" if e == "psis" else e
+                   for e in est]
+        why = sorted({str(w) for w in grp.get("loo_missing", pd.Series()).dropna() if w})
+        rows.append({"method": f"`{method}`", "LOO elpd per point": mean_sd(loo),
+                     "held-out mean log density": mean_sd(held),
+                     "estimator": ", ".join(est) or "–",
+                     "LOO s": _fmt(np.nanmean(grp["loo_seconds"].to_numpy(float)), 3)
+                     if "loo_seconds" in grp and grp["loo_seconds"].notna().any() else "–",
+                     "no LOO because": "; ".join(w[:200] for w in why)})
+    out = pd.DataFrame(rows)
+    return out if out["no LOO because"].astype(bool).any() else out.drop(
+        columns="no LOO because")
+
+
+def loo_agreement(table: pd.DataFrame, dataset: str, task: str) -> str | None:
+    """Whether leave-one-out and the test split rank the methods of ``dataset`` alike: the
+    methods with both a LOO elpd and a held-out log density are ranked by their means over
+    the same splits (:func:`_loo_means`), the two rankings compared by Kendall's tau-b
+    (``scipy.stats.kendalltau``) and by which method is first. None when the table has no
+    LOO column or no method has both numbers."""
+    sub = table[(table["dataset"] == dataset) & (table["status"] == "ok")]
+    if "loo_elpd_per_point" not in sub:
+        return None
+    means = _loo_means(sub, task)
+    has = sub.groupby("method", sort=False)["loo_elpd_per_point"].apply(
+        lambda v: np.isfinite(v.to_numpy(float)).any())
+    none = list(has.index[~has.to_numpy(bool)])
+    if not len(means):
+        return None
+    text = "**LOO vs held-out**: "
+    if len(means) < 2:
+        text += (f"only `{means.index[0]}` has both a LOO elpd and a held-out log density: "
+                 "no ranking to compare")
+    else:
+        def order(col: str) -> str:
+            return " > ".join(f"`{m}`" for m in means[col].sort_values(
+                ascending=False, kind="stable").index)
+
+        tau = stats.kendalltau(means["loo"], means["held"]).statistic
+        verdict = ("cannot be compared (tied means)" if not np.isfinite(tau) else
+                   "agree" if tau >= 1 - 1e-12 else "partly agree" if tau > 0 else "disagree")
+        text += (f"ranked by mean LOO elpd per training point and by mean held-out log "
+                 f"density, the {len(means)} methods with both {verdict}")
+        if np.isfinite(tau):
+            text += f" (Kendall's tau = {tau:.2f})"
+        best_loo, best_held = means["loo"].idxmax(), means["held"].idxmax()
+        if verdict == "agree":
+            text += f": both order {order('loo')}"
+        else:
+            text += f": LOO orders {order('loo')}; held-out {order('held')}"
+        text += (f"; both rank `{best_loo}` first" if best_loo == best_held else
+                 f"; the best differs: `{best_loo}` by LOO "
+                 f"({_fmt(means.loc[best_loo, 'loo'])}), `{best_held}` held-out "
+                 f"({_fmt(means.loc[best_held, 'held'])})")
+    if "loo_estimator" in sub:
+        opt = list(dict.fromkeys(sub.loc[sub["loo_estimator"].isin(OPTIMISTIC), "method"]))
+        if opt:
+            text += ("; at the full-data hyperparameters (optimistic): "
+                     + ", ".join(f"`{m}`" for m in opt))
+    bad = {m: _bad_k_share(grp) for m, grp in sub.groupby("method", sort=False)}
+    bad = {m: v for m, v in bad.items() if v > 0}
+    if bad:
+        text += ("; PSIS unreliable where Pareto k is high (Vehtari et al. 2024): " + ", ".join(
+            f"`{m}` ({100 * v:.0f}% of points)" for m, v in bad.items()))
+    if none:
+        text += "; no LOO: " + ", ".join(f"`{m}`" for m in none)
+    return text + "."
+
+
 def conclusions(table: pd.DataFrame, dataset: str, task: str) -> list[str]:
     """"What this study shows" for one data set, from the numbers: per loss the best method
     and which others are or are not distinguishable from it (Holm-corrected paired tests at
     family-wise level ``ALPHA``); for regression how far each posterior's predictive sd and
     90% coverage are from the NUTS posterior's (the full posterior of the same model, when
-    the study ran it); sparsity against error."""
+    the study ran it); whether leave-one-out on the training split ranks the methods as the
+    test split does (:func:`loo_agreement`); sparsity against error."""
     sub = table[(table["dataset"] == dataset) & (table["status"] == "ok")]
     out = []
     for col, name, scale in LOSSES[task]:
@@ -205,6 +343,9 @@ def conclusions(table: pd.DataFrame, dataset: str, task: str) -> list[str]:
                 text += (" (more than 0.05 from 0.90: " + ", ".join(off) + ")") if off else \
                     " (all within 0.05 of 0.90)"
             out.append(text + ".")
+    agreement = loo_agreement(table, dataset, task)
+    if agreement is not None:
+        out.append(agreement)
     loss = "rmse" if task == REGRESSION else "error_rate"
     scale = 100.0 if task == CLASSIFICATION else 1.0
     if "n_relevant" in sub and sub["n_relevant"].notna().any() and loss in sub:
@@ -517,6 +658,12 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
         "`svm`'s vectors are support vectors.",
         "",
     ]
+    if len(table) and "loo_estimator" in table:
+        used = [e for e in ESTIMATORS if table["loo_estimator"].eq(e).any()]
+        if used:
+            lines += ["LOO estimators (each data set's LOO table says which ran): " + "; ".join(
+                f"`{e}`: {ESTIMATORS[e]}" for e in used) + ". LOO time is not in the fit "
+                "time.", ""]
     if len(table) and "probabilistic" in table:
         point = list(dict.fromkeys(table.loc[table["probabilistic"] == 0, "method"]))
         if point:
@@ -573,6 +720,10 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
         lines += [f"Training size {first['n_train']:.0f}, test size {first['n_test']:.0f}, "
                   f"{first['n_features']:.0f} inputs.", "",
                   _markdown(summary_table(shown, d.label)), ""]
+        loo = loo_table(shown, d.label)
+        if len(loo):
+            lines += [f"Leave-one-out on the training split beside the test split. {LOO_TERMS}",
+                      "", _markdown(loo), ""]
         found = conclusions(shown, d.label, d.info.task)
         if found:
             lines += ["### What this study shows", "",

@@ -91,7 +91,9 @@ BASELINES = ("svm", "sklearn")  # families fitted by scikit-learn, not by api.fi
 _SVM_OPTIONS = {"width", "splits", "cv", "C"}
 # options the runner uses itself for rvm / rvm* / gp (cells._run); the rest go to fit
 RUNNER_OPTIONS = ("width", "learn_width", "ard", "bias", "kernel", "cv", "centres",
-                  "predict", "splits")
+                  "predict", "splits", "loo")
+# values of the ``loo`` option besides true / false: estimators of sparsebayes.inference.loo
+LOO_ESTIMATORS = ("psis", "refit", "kfold", "gaussian", "cavity")
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,9 @@ class MethodSpec:
     ``learn_width``), ``centres`` (a k-means basis dictionary of at most that many centres:
     every method's cost then depends on it, not on N), ``kernel`` (a kernel name instead
     of the Gaussian), ``bias``,
-    ``predict`` (predictive kind), ``splits`` (run on the first k splits only). The rest go
+    ``predict`` (predictive kind), ``splits`` (run on the first k splits only), ``loo``
+    (the leave-one-out on the training split: true, the library's default estimator;
+    false, none; or an estimator name, e.g. ``kfold``). The rest go
     to ``fit`` (``draws``, ``chains``, ``max_iter``, ...). For ``svm``: ``cv`` folds and a
     fixed ``C`` instead of the cross-validated one. For ``sklearn=...``: ``splits``; the
     rest are the estimator's parameters.
@@ -219,8 +223,12 @@ def check_splits(options: dict[str, Any], text: str) -> None:
 def check_runner_values(options: dict[str, Any], text: str) -> None:
     """``ValueError`` for a bad value of an option the study's RVM/GP/SVM runners share:
     ``splits`` (>= 1) and ``cv`` (>= 2 folds) integers, ``width`` and ``C`` positive numbers
-    (``width=cv``: chosen by cross-validation)."""
+    (``width=cv``: chosen by cross-validation), ``loo`` true, false or an estimator name."""
     check_splits(options, text)
+    loo = options.get("loo", True)
+    if not (isinstance(loo, bool) or loo in LOO_ESTIMATORS):
+        raise ValueError(f"loo must be true, false or one of {list(LOO_ESTIMATORS)} in "
+                         f"{text!r}")
     if "cv" in options and not (_number(options["cv"], True) and options["cv"] >= 2):
         raise ValueError(f"cv must be an integer >= 2 (folds) in {text!r}")
     for key in ("width", "C"):

@@ -18,10 +18,10 @@ import pandas as pd
 
 __all__ = ["StudyExistsError", "load_table", "MANIFEST", "TABLE", "TIMING_COLUMNS"]
 
-CELL_FORMAT = 1
+CELL_FORMAT = 2  # 2: cells carry the leave-one-out columns (format-1 cells are recomputed)
 MANIFEST = "study.json"
 TABLE = "results.csv"
-TIMING_COLUMNS = ("fit_seconds", "predict_seconds", "compile_seconds")
+TIMING_COLUMNS = ("fit_seconds", "predict_seconds", "compile_seconds", "loo_seconds")
 
 
 class StudyExistsError(FileExistsError):
@@ -126,7 +126,9 @@ _FIRST = ["dataset", "split", "method", "task", "status", "error", "n_train", "n
           "n_features", "width", "mse", "rmse", "mae", "nlpd", "coverage95", "coverage90",
           "pred_sd", "error_rate", "log_loss", "brier", "probabilistic", "n_relevant",
           "fit_seconds", "compile_seconds", "predict_seconds", "converged", "log_evidence",
-          "divergences", "max_rhat", "min_ess_bulk", "n_warnings", "warnings", "seed", "fit_seed"]
+          "loo_elpd_per_point", "loo_se_per_point", "loo_estimator", "loo_seconds",
+          "loo_bad_k", "loo_missing", "divergences", "max_rhat", "min_ess_bulk", "n_warnings",
+          "warnings", "seed", "fit_seed"]
 
 
 # columns every table has, whatever its methods and tasks and even if every cell failed
