@@ -34,6 +34,9 @@ from sparsebayes.models import (
     datasets,
 )
 
+DATA = os.environ.get("SPARSEBAYES_DATA", str(Path(__file__).resolve().parents[2] / "shared"
+                                               / "data"))
+
 
 def timed(f, *args, **kwargs):
     start = time.perf_counter()
@@ -74,7 +77,7 @@ def regression_rows(sizes, gp_max, vrvm_max):
 
 
 def classification_rows(gpc_max):
-    train, test = datasets.load_ripley("train"), datasets.load_ripley("test")
+    train, test = (datasets.load_ripley(split, data_dir=DATA) for split in ("train", "test"))
     out = []
     for N, (X, y), (Xt, yt) in [(250, train, test), (1000, test, train)]:
         out.append(row("classification", N, "evidence",
@@ -90,6 +93,7 @@ def classification_rows(gpc_max):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="100,1000,5000")
+    ap.add_argument("--tasks", default="regression,classification")
     ap.add_argument("--gp-max", type=int, default=1000, help="largest N for GP regression")
     ap.add_argument("--gpc-max", type=int, default=250, help="largest N for GP classification")
     ap.add_argument("--vrvm-max", default="100,1000",
@@ -98,7 +102,11 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     vrvm_max = [int(v) for v in args.vrvm_max.split(",")]
-    rows = regression_rows(sizes, args.gp_max, vrvm_max) + classification_rows(args.gpc_max)
+    rows = []
+    if "regression" in args.tasks:
+        rows += regression_rows(sizes, args.gp_max, vrvm_max)
+    if "classification" in args.tasks:
+        rows += classification_rows(args.gpc_max)
     cols = ["task", "N", "method", "estimator", "fit s", "LOO s", "LOO / fit", "elpd/N",
             "held-out mean log density"]
     write_report(["# Leave-one-out cost relative to the fit", "",

@@ -440,6 +440,8 @@ def loo(post: xr.DataTree, estimator: str | None = None, *, pointwise: bool = Tr
         res = azs.loo(post, pointwise=pointwise)
     elif estimator == "psis":
         res = _psis(post, _gaussian_loo(post), pointwise)
+    if estimator == "psis":
+        _warn_high_pareto_k(post, res)
     else:
         n = post["observed_data"]["t"].shape[0]
         if estimator in ("refit", "kfold"):
@@ -460,6 +462,20 @@ def loo(post: xr.DataTree, estimator: str | None = None, *, pointwise: bool = Tr
         "cold" if cold_reason(post) else "warm")
     res.seconds = time.perf_counter() - start
     return res
+
+
+def _warn_high_pareto_k(post, res) -> None:
+    """A ``NumericalWarning`` when PSIS's Pareto k exceeds its threshold (``good_k``,
+    Vehtari et al. 2024) at some points: its elpd there is not to be trusted."""
+    if res.pareto_k is None:
+        return
+    k = np.asarray(res.pareto_k, dtype=float).reshape(-1)
+    bad = int(np.sum(k > res.good_k))
+    if bad:
+        warn_user(f"PSIS-LOO of this {post.attrs.get('method')!r} result is unreliable: Pareto "
+                  f"k > {res.good_k:.2f} at {bad} of {k.size} points (max {np.max(k):.2f}), "
+                  "so its elpd may be far off; draw more samples, or compare methods on "
+                  "held-out data", NumericalWarning)
 
 
 def _optimistic_loo(post) -> np.ndarray:

@@ -329,3 +329,20 @@ def test_each_methods_loo_is_unbiased_where_az_loo_on_the_stored_loglik_is_optim
     assert az.loo(posts["evidence"]).elpd > res["evidence"].elpd + 3
     table = loo_compare(res)
     assert set(table.index) == set(res)
+
+
+@pytest.mark.slow
+def test_psis_loo_of_an_approximation_far_from_the_posterior_warns():
+    """ADVI's classification draws: PSIS-LOO with Pareto k above ArviZ's threshold at most
+    points (Vehtari et al. 2024) warns with the count instead of passing its elpd as sound."""
+    from sparsebayes.models import RVMClassification
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 2))
+    y = (X[:, 0] + 0.5 * rng.normal(size=80) > 0).astype(int)
+    post = fit(RVMClassification(X, y, kernel=GaussianKernel(1.0)), "advi", seed=1,
+               progressbar=False)
+    with pytest.warns(NumericalWarning, match=r"unreliable: Pareto k > .* at \d+ of 80"):
+        res = loo(post)
+    assert res.estimator == "psis"
+    assert int(np.sum(np.asarray(res.pareto_k) > res.good_k)) > 0

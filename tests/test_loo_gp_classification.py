@@ -15,6 +15,8 @@ from sparsebayes.inference.gp.classification import (
     averaged_softmax,
     gp_laplace_cavity_logpdf,
     laplace_cavity,
+    laplace_mode,
+    softmax_laplace_mode,
 )
 from sparsebayes.inference.loo import gp_loo_logpdf
 from sparsebayes.models import GPClassification, NumericalWarning, datasets
@@ -153,6 +155,30 @@ def test_log_likelihood_is_omitted_since_psis_over_laplace_draws_is_wrong(fits, 
     assert float(psis.pareto_k.max()) > 0.7
     gap = abs(psis.elpd - exact.sum())
     assert gap > 10 and gap > 10 * abs(gp_laplace_cavity_logpdf(post).sum() - exact.sum())
+
+
+def test_a_far_warm_start_of_the_mode_reaches_the_mode():
+    """Newton from a saturated warm start (W ~ 0: what a refit's line search can leave)
+    stalled far below the mode (log Z -9.8e5 against -23.4 here); now the step is halved
+    or the start dropped, and the result is the mode from f = 0, which satisfies GPML eq.
+    3.17, f = K grad log p(y | f) (eq. 3.40 for the softmax)."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(30, 2))
+    t = (X[:, 0] + 0.7 * rng.normal(size=30) > 0).astype(float)
+    K = se_ard_covariance(X, None, np.exp([0.04, 2.95]), float(np.exp(4.95)))
+    cold = laplace_mode(K, t)
+    for f0 in (30 * (1 - 2 * t), 100 * rng.normal(size=30)):
+        log_z, f, pi = laplace_mode(K, t, f0)[:3]
+        assert log_z == pytest.approx(cold[0], abs=1e-8)
+        np.testing.assert_allclose(f, K @ (t - pi), atol=1e-6 * np.abs(f).max())
+    codes = np.argmax(X[:, :1] * np.array([[-2.0, 0.0, 2.0]]) + rng.normal(size=(30, 3)), 1)
+    Y = np.eye(3)[codes]
+    K = se_ard_covariance(X, None, np.exp([0.04, 2.95]), 3.0)  # (at signal sd 141 the
+    # softmax mode stops at its round-off floor, 1e-5 of |F|, from any start)
+    cold = softmax_laplace_mode(K, codes, 3)
+    log_z, F, P = softmax_laplace_mode(K, codes, 3, 30 * (1 - 2 * Y))[:3]
+    assert log_z == pytest.approx(cold[0], abs=1e-8)
+    np.testing.assert_allclose(F, K @ (Y - P), atol=1e-9 * np.abs(F).max())
 
 
 def _cold(X, y, out, **fixed):

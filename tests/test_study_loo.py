@@ -277,3 +277,19 @@ def test_agreement_names_missing_and_optimistic_loo():
     # a table stored without LOO columns: no sentence, no table
     old = t.drop(columns=[c for c in t if c.startswith("loo_")])
     assert loo_agreement(old, "d", "regression") is None and loo_table(old, "d").empty
+
+
+def test_posteriors_sentence_shows_each_approximation_k_hat_beside_its_sd_ratio():
+    """The stored Pareto k-hat (Yao et al. 2018) of a variational fit is reported, as the
+    median over its splits, beside its predictive sd relative to NUTS."""
+    rows = []
+    for s in range(3):
+        for m, sd, k in [("rvm/nuts", 0.20, np.nan), ("rvm/advi", 0.16, 2.0 + s),
+                         ("rvm/evidence", 0.19, np.nan)]:
+            rows.append({"dataset": "d", "split": s, "method": m, "task": "regression",
+                         "status": "ok", "pred_sd": sd, "psis_khat": k})
+    text = next(c for c in conclusions(pd.DataFrame(rows), "d", "regression")
+                if c.startswith("**Posteriors**"))
+    assert "`rvm/advi` 0.80 (differs by more than 10%), Pareto k-hat 3.00" in text
+    assert "`rvm/evidence` 0.95" in text and "`rvm/evidence` 0.95, Pareto" not in text
+    assert "Yao et al. 2018" in text

@@ -76,10 +76,11 @@ LOG_LIKELIHOOD_OMITTED = (
     "PSIS-LOO over draws of the Laplace Gaussian q(f) would divide q by p(t_n | f_n), but q "
     "holds a Gaussian site for point n, not its likelihood: where the fit saturates (W_n ~ 0) "
     "q(f_n) is about the cavity and 1 / E_q[1 / p(t_n | f_n)] is the harmonic, not the "
-    "arithmetic, mean of the likelihood over it (about exp(-|f_n| + var_n / 2) for large "
-    "var_n); on breast cancer (569 points, standardised) it gave elpd -2623 against -52 by "
-    "the Laplace cavity, with Pareto k > 0.7 at 443 points. Leave-one-out: the Laplace "
-    "cavity (gp_laplace_cavity_logpdf) or exact refits (GPClassificationRefits)")
+    "arithmetic, mean of the likelihood over it. Measured (standardised inputs): breast "
+    "cancer (569 points) elpd -1273 by PSIS against -45.0 by exact refits and -39.5 by the "
+    "Laplace cavity, Pareto k > 0.7 at 448 points; wine (178 points, 3 classes) -7827 "
+    "against -73.2 and -72.9, k > 0.7 at every point. Leave-one-out: the Laplace cavity "
+    "(gp_laplace_cavity_logpdf) or exact refits (GPClassificationRefits)")
 
 
 def laplace_mode(K: np.ndarray, t: np.ndarray, f0: np.ndarray | None = None,

@@ -40,6 +40,7 @@ ALIGNMENT_MAX = 1 - 1e-9  # candidates this collinear with a basis in the model 
 EXACT_BUDGET = 2e5  # recompute S, Q exactly every step while M * M_t^2 is below this
 RECOMPUTE_EVERY = 50  # otherwise rank-one updates (TF03 App. A), rebuilt this often
 DAMP_MIN = 1.0 / 64  # smallest damping factor of a re-estimate's log step
+POLISH_ALPHA_MAX = 1e8  # Newton steps keep alpha_i below this times phi_i^T B phi_i
 
 
 # --------------------------------------------------------------------------------------------
@@ -662,7 +663,8 @@ class SequentialSparseBayes:
         Sigma``, ``d mu / d alpha_j = -Sigma e_j mu_j``). It replaces the one-basis-at-a-time
         re-estimates' linear convergence near an optimum by quadratic convergence. Where the
         Hessian is not negative definite or the step does not raise the evidence, ``lam I``
-        is subtracted from it (Levenberg-Marquardt) until a step does. Returns True when the
+        is subtracted from it (Levenberg-Marquardt) until a step does; ``alpha_i`` stays
+        below ``POLISH_ALPHA_MAX phi_i^T B phi_i``. Returns True when the
         last step was below ``tol`` in every ``ln alpha``.
         """
         before = self.log_evidence()
@@ -673,11 +675,13 @@ class SequentialSparseBayes:
             H = 0.5 * np.outer(a, a) * (Sg * Sg + 2.0 * np.outer(mu, mu) * Sg)
             H.flat[:: a.size + 1] -= 0.5 * a * m2
             snap, lam = self.snapshot(), 0.0
+            # a basis pushed this far out contributes nothing; the rule then deletes it
+            ceiling = POLISH_ALPHA_MAX * self.diag[np.asarray(self.active)]
             for _attempt in range(8):  # Levenberg-Marquardt: -H + lam I until uphill
                 L, info = linalg.lapack.dpotrf(-H + lam * np.eye(a.size), lower=1)
                 if info == 0:
                     step = np.clip(linalg.lapack.dpotrs(L, grad, lower=1)[0], -2.0, 2.0)
-                    self.alpha = a * np.exp(step)
+                    self.alpha = np.minimum(a * np.exp(step), ceiling)
                     self.recompute()
                     after = self.log_evidence()
                     if np.isfinite(after) and after >= before - 1e-12 * abs(before):

@@ -358,6 +358,8 @@ def _run(cell: Cell) -> dict[str, Any]:
         out["converged"] = int(post.attrs.get("converged", 1))
         if "log_evidence" in post.attrs:
             out["log_evidence"] = float(post.attrs["log_evidence"])
+        if "psis_khat" in post.attrs:  # how far q is from the posterior (Yao et al. 2018)
+            out["psis_khat"] = float(post.attrs["psis_khat"])
         out.update(diagnostics(post))
         out.update(score(pred, split.y_test, task))
         out.update(leave_one_out(post, split.y_train.size, pkind,  # timed apart from the fit

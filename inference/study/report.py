@@ -327,15 +327,23 @@ def conclusions(table: pd.DataFrame, dataset: str, task: str) -> list[str]:
         sd = _wide(sub, "pred_sd").mean()
         cov = _wide(sub, "coverage90").mean() if "coverage90" in sub else pd.Series()
         if ref in sd:
+            khat = (sub.groupby("method", sort=False)["psis_khat"].median()
+                    if "psis_khat" in sub else pd.Series(dtype=float))
             parts = []
             for m in sd.index:
                 if m == ref:
                     continue
                 ratio = sd[m] / sd[ref]
-                flag = " (differs)" if abs(ratio - 1) > 0.1 else ""
-                parts.append(f"`{m}` {ratio:.2f}{flag}")
+                flag = " (differs by more than 10%)" if abs(ratio - 1) > 0.1 else ""
+                k = khat.get(m, np.nan)
+                kt = f", Pareto k-hat {k:.2f}" if np.isfinite(k) else ""
+                parts.append(f"`{m}` {ratio:.2f}{flag}{kt}")
             text = (f"**Posteriors**: mean predictive sd relative to `{ref}` (the full "
                     "posterior): " + ", ".join(parts))
+            if khat.notna().any():
+                text += (" (Pareto k-hat: PSIS of p(theta, t) / q(theta) over draws of the "
+                         "approximation q, Yao et al. 2018; above 0.7 q is far from the "
+                         "posterior)")
             if len(cov):
                 off = [f"`{m}` {cov[m]:.2f}" for m in cov.index if abs(cov[m] - 0.9) > 0.05]
                 text += ("; 90% intervals cover " + ", ".join(

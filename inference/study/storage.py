@@ -126,7 +126,7 @@ _FIRST = ["dataset", "split", "method", "task", "status", "error", "n_train", "n
           "n_features", "width", "mse", "rmse", "mae", "nlpd", "coverage95", "coverage90",
           "pred_sd", "error_rate", "log_loss", "brier", "probabilistic", "n_relevant",
           "fit_seconds", "compile_seconds", "predict_seconds", "converged", "log_evidence",
-          "loo_elpd_per_point", "loo_se_per_point", "loo_estimator", "loo_seconds",
+          "psis_khat", "loo_elpd_per_point", "loo_se_per_point", "loo_estimator", "loo_seconds",
           "loo_bad_k", "loo_missing", "divergences", "max_rhat", "min_ess_bulk", "n_warnings",
           "warnings", "seed", "fit_seed"]
 
