@@ -86,9 +86,10 @@ WARM_REFITS = {
 OPTIMISTIC = {"regression": "gaussian", "gp": "gaussian", "classification": "cavity",
               "gp_classification": "cavity"}
 # the largest training set whose point results get the exact LOO by default (N refits);
-# above it, KFOLD folds (GP: 25x its fit at N = 1000, 51x at N = 2000)
+# above it, KFOLD folds (GP: 25x its fit at N = 1000, 51x at N = 2000; GP classifier:
+# ~N/10 fits at low dimension, 18 min at N = 1000)
 EXACT_MAX_N = {"regression": 2000, "gp": 1000, "classification": 1000,
-               "gp_classification": 1000}
+               "gp_classification": 300}
 COLD_EXACT_MAX_N = 100  # the same for results refitted cold (cold_reason)
 KFOLD = 10
 _BLOCK_FLOATS = 4_000_000  # floats of the batched matrices per block of draws (32 MB)
