@@ -160,7 +160,7 @@ def _learn_width(make_problem: Callable, per_input: bool, X: np.ndarray,
     returned fit are passed on."""
     if per_input:
         bounds = estimator_ard_bounds(X)
-        kernel = GaussianKernel(tuple(np.sqrt(bounds[:, 0] * bounds[:, 1])))
+        kernel = GaussianKernel(tuple(np.sqrt(bounds[:, 0]) * np.sqrt(bounds[:, 1])))
         post = _call_fit(make_problem(kernel, True), "evidence", seed,
                          {**options, "width_bounds": bounds})
         at_bound = post.attrs["width"] <= bounds[:, 0] * (1 + 1e-6)
@@ -443,6 +443,7 @@ class RVR(RegressorMixin, _RVMBase):
             return RVMRegression(X, y, kernel=kernel, bias=self.bias, noise_sd=self.noise_sd,
                                  prior=self.prior, learn_width=learn, centres=self.centres)
 
+        problem(GaussianKernel(1.0), False)  # the targets' checks, before any width search
         post = _fit_posterior(self, problem, X, y)
         _set_fitted(self, post, X)
         self.beta_ = float(_posterior_value(post, "beta"))

@@ -781,3 +781,21 @@ def test_width_far_below_the_input_spacing_warns_at_the_users_line():
         warnings.simplefilter("always")
         fit(RVMRegression(Xtr, Xtr[:, 0], GaussianKernel(0.5)), "evidence")
     assert [w.filename for w in rec if "far smaller" in str(w.message)] == [__file__]
+
+
+def test_rvr_on_inputs_below_double_precision_spacing():
+    """Found by the property test above: constant targets are refused before the width
+    search (whose bounds were 0 there), and inputs whose squared spacings underflow still
+    give a fit with finite predictions (the per-input width bounds fall back to unit
+    scale instead of 0, and their geometric mean no longer underflows)."""
+    X = np.zeros((5, 2))
+    X[0, 0] = 1e-300
+    with pytest.raises(ValueError, match="t is constant"):
+        RVR().fit(X[:4], np.zeros(4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SparseBayesWarning)
+        reg = RVR().fit(X, np.arange(5.0))
+    mean, std = reg.predict(X, return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(std > 0)
+    # the fit is the intercept-only model's to first order: its mean near mean(y)
+    assert abs(mean.mean() - 2.0) < 0.5

@@ -143,6 +143,8 @@ def estimator_ard_bounds(X: np.ndarray) -> np.ndarray:
     sd = np.where(sd > 0, sd, 1.0)
     Z = X / sd
     r_min = estimator_width_range(Z)[0]
+    if not r_min > 0:  # spacings below double precision (squared distances underflow)
+        r_min = 1.0
     extent = float(np.sqrt(np.sum(np.ptp(Z, axis=0) ** 2)))
     return np.column_stack([r_min * sd, max(100.0 * extent, 2.0 * r_min) * sd])
 
