@@ -30,6 +30,7 @@ __all__ = [
     "covariance_root",
     "gaussian_draws",
     "check_positive_int",
+    "check_rows_out",
     "unknown_names",
     "warn_user",
     "show_progress",
@@ -204,3 +205,18 @@ def show_progress(progressbar: bool | None) -> bool:
     if type(shell).__name__ == "ZMQInteractiveShell":  # Jupyter
         return True
     return sys.stderr.isatty()
+
+
+def check_rows_out(out, n: int, min_kept: int = 1) -> np.ndarray:
+    """The rows ``out`` a refit leaves out, as distinct ints in ``[0, n)`` that keep at least
+    ``min_kept`` of the ``n`` rows; else a ``ValueError`` naming ``out``."""
+    rows = np.asarray(out)
+    if rows.ndim != 1 or rows.size == 0 or rows.dtype.kind not in "iu":
+        raise ValueError(f"out must be a non-empty 1-D integer array of rows, got {out!r}")
+    if rows.min() < 0 or rows.max() >= n or np.unique(rows).size != rows.size:
+        raise ValueError(f"out must hold distinct rows in [0, {n}), got {out!r}")
+    if n - rows.size < min_kept:
+        raise ValueError(f"out leaves {n - rows.size} of {n} rows: a refit needs "
+                         f"{min_kept} or more")
+    return rows.astype(int)
+

@@ -24,6 +24,7 @@ from .. import samplers
 from ..numerics import (
     LOG_2PI,
     check_positive_int,
+    check_rows_out,
     gaussian_draws,
     one_blas_thread,
     show_progress,
@@ -444,18 +445,6 @@ def predict_gp(post: xr.DataTree, X_new, max_draws: int | None = 500
 # --------------------------------------------------------------------------------------------
 
 
-def _check_out(out, n: int) -> np.ndarray:
-    """The left-out rows ``out`` as distinct ints in ``[0, n)`` leaving two or more rows."""
-    rows = np.asarray(out)
-    if rows.ndim != 1 or rows.size == 0 or not np.issubdtype(rows.dtype, np.integer):
-        raise ValueError(f"out must be a non-empty 1-D integer array of rows, got {out!r}")
-    if rows.min() < 0 or rows.max() >= n or np.unique(rows).size != rows.size:
-        raise ValueError(f"out must hold distinct rows in [0, {n}), got {out!r}")
-    if n - rows.size < 2:
-        raise ValueError(f"out leaves {n - rows.size} of {n} rows: a refit needs two or more")
-    return rows
-
-
 class GPRefits:
     """Warm-started type-II ML refits of a GP regression ``evidence`` result without some
     rows (Rasmussen & Williams 2006, §5.4.1), for exact leave-one-out and K-fold
@@ -559,7 +548,7 @@ class GPRefits:
         """``(theta, lml, converged)`` of the refit without rows ``out``: the log
         hyperparameters ``(ln length_scale, ln signal_sd, ln noise_sd)`` and the other rows'
         log marginal likelihood there."""
-        out = _check_out(out, self.t.size)
+        out = check_rows_out(out, self.t.size, min_kept=2)
         keep = np.ones(self.t.size, dtype=bool)
         keep[out] = False
         X, t = self.X[keep], self.t[keep]

@@ -43,7 +43,7 @@ from scipy.special import expit
 from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning, RVMClassification
 
 from ..likelihoods import Bernoulli, likelihood_for, pair_gradient, pair_logits
-from ..numerics import cholesky, cholesky_inverse, one_blas_thread, warn_user
+from ..numerics import check_rows_out, cholesky, cholesky_inverse, one_blas_thread, warn_user
 from ..predictive.classification import cavity_logpdf, moderated_from_moments, pair_logit_moments
 from ..predictive.regression import design
 from ..results import basis_from_posterior, classification_datatree
@@ -60,7 +60,6 @@ __all__ = [
     "fit_fast",
     "fit_mackay",
     "posterior_pairs",
-    "check_out",
     "LaplaceRefits",
     "laplace_cavity_logpdf",
 ]
@@ -733,18 +732,6 @@ def posterior_pairs(post: xr.DataTree) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return columns[pos], cls, alpha[pos, cls], mu[pos, cls]
 
 
-def check_out(out, n: int) -> np.ndarray:
-    """``out`` as a 1-D int array of distinct rows in ``0..n-1`` leaving at least one row,
-    else a ``ValueError`` naming it."""
-    arr = np.asarray(out)
-    if arr.ndim != 1 or arr.size == 0 or arr.dtype.kind not in "iu":
-        raise ValueError(f"out must be a non-empty 1-D integer array of row indices, got {out!r}")
-    if arr.min() < 0 or arr.max() >= n or np.unique(arr).size != arr.size or arr.size >= n:
-        raise ValueError(f"out must hold distinct rows in 0..{n - 1} and leave some out of the "
-                         f"{n}, got {out!r}")
-    return arr.astype(int)
-
-
 class LaplaceRefits:
     """Warm-started refits of a Laplace type-II ML classification result (``evidence``:
     Tipping & Faul 2003 on the Laplace surrogate, :func:`fit_fast`; ``evidence-mackay``: T01
@@ -809,7 +796,7 @@ class LaplaceRefits:
         """The fit without the rows ``out``, and the design rows ``out`` of its pairs (on the
         scale of its ``lap``)."""
         N = self.t.size
-        out = check_out(out, N)
+        out = check_rows_out(out, N)
         rows = np.setdiff1d(np.arange(N), out)
         K = self.classes.size
         with one_blas_thread():

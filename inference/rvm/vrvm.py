@@ -17,7 +17,14 @@ from scipy.special import digamma, gammaln
 from sparsebayes.models import ConvergenceWarning, GammaPrior
 from sparsebayes.models.priors import resolve_prior
 
-from ..numerics import LOG_2PI, gaussian_draws, gram_weight_posterior, one_blas_thread, warn_user
+from ..numerics import (
+    LOG_2PI,
+    check_rows_out,
+    gaussian_draws,
+    gram_weight_posterior,
+    one_blas_thread,
+    warn_user,
+)
 from ..predictive.regression import gaussian_predictive
 from ..results import (
     basis_from_posterior,
@@ -285,18 +292,6 @@ def fit_vrvm(problem, *, seed: int | None = None, prior: GammaPrior | None = Non
 
 
 
-def _check_out(out, n: int) -> np.ndarray:
-    """The left-out rows ``out`` as distinct ints in ``[0, n)`` leaving two or more rows."""
-    rows = np.asarray(out)
-    if rows.ndim != 1 or rows.size == 0 or not np.issubdtype(rows.dtype, np.integer):
-        raise ValueError(f"out must be a non-empty 1-D integer array of rows, got {out!r}")
-    if rows.min() < 0 or rows.max() >= n or np.unique(rows).size != rows.size:
-        raise ValueError(f"out must hold distinct rows in [0, {n}), got {out!r}")
-    if n - rows.size < 2:
-        raise ValueError(f"out leaves {n - rows.size} of {n} rows: a refit needs two or more")
-    return rows
-
-
 class VRVMRefits:
     """Warm-started refits of a VRVM regression result without some rows (Bishop & Tipping
     2000), for exact leave-one-out and K-fold cross-validation.
@@ -357,7 +352,7 @@ class VRVMRefits:
     def state(self, out: np.ndarray) -> VRVMState:
         """The converged factors of the refit without rows ``out`` (``active`` indexes the
         fit's columns)."""
-        out = _check_out(out, self.t.size)
+        out = check_rows_out(out, self.t.size, min_kept=2)
         P, t_out = self.Phi[out], self.t[out]
         s = self.stats
         stats = GramStatistics(s.G - P.T @ P, s.Phit - P.T @ t_out, s.tt - float(t_out @ t_out),

@@ -44,12 +44,19 @@ from sparsebayes.models import GammaPrior, NumericalWarning
 from sparsebayes.models.priors import resolve_prior
 
 from ..likelihoods import likelihood_for, pair_logits
-from ..numerics import LOG_2PI, cholesky, cholesky_inverse, one_blas_thread, warn_user
+from ..numerics import (
+    LOG_2PI,
+    check_rows_out,
+    cholesky,
+    cholesky_inverse,
+    one_blas_thread,
+    warn_user,
+)
 from ..predictive.classification import logit_moments, moderated_from_moments, pair_logit_moments
 from ..predictive.regression import design
 from ..results import basis_from_posterior, classification_datatree, relevance_counts
 from .diagnostics import vrvm_classification_khat
-from .laplace import ALPHA_MIN, check_classes, check_out, posterior_pairs, warn_fit
+from .laplace import ALPHA_MIN, check_classes, posterior_pairs, warn_fit
 from .sequential import DenseProducts, Policy, SequentialSparseBayes
 from .vrvm import weight_bound_terms
 
@@ -689,7 +696,7 @@ class VRVMClassificationRefits:
     def refit(self, out: np.ndarray) -> VRVMClassState:
         """The fit without the rows ``out`` (its ``mu``, ``H`` on the fit's columns)."""
         N = self.t.size
-        out = check_out(out, N)
+        out = check_rows_out(out, N)
         rows = np.setdiff1d(np.arange(N), out)
         model = _LeftOut(_bound_model(self.t[rows], self.K, self.softmax_bound), rows, N,
                          self.per_point)
