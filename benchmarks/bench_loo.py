@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
-import warnings
 from pathlib import Path
 
-from report import markdown_table, write_report
+from report import markdown_table, timed, write_report
 
 from sparsebayes.inference import fit, loo, predict
 from sparsebayes.models import (
@@ -36,14 +34,6 @@ from sparsebayes.models import (
 
 DATA = os.environ.get("SPARSEBAYES_DATA", str(Path(__file__).resolve().parents[2] / "shared"
                                                / "data"))
-
-
-def timed(f, *args, **kwargs):
-    start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        out = f(*args, **kwargs)
-    return out, time.perf_counter() - start
 
 
 def row(task, N, name, problem, method, X_test, y_test):

@@ -25,12 +25,10 @@ width 3.6.
 from __future__ import annotations
 
 import argparse
-import time
-import warnings
 from pathlib import Path
 
 import numpy as np
-from report import markdown_table, write_report
+from report import markdown_table, timed, write_report
 from scipy.special import log_expit, logsumexp
 from sklearn.datasets import load_breast_cancer, load_wine
 
@@ -68,14 +66,6 @@ def case(name):
         d = load_wine()
         return standardised(d.data), d.target, 3.6, None, None
     raise ValueError(name)
-
-
-def timed(f, *args, **kwargs):
-    start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        out = f(*args, **kwargs)
-    return out, time.perf_counter() - start
 
 
 def warm_loo(post):

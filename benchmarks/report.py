@@ -22,3 +22,16 @@ def write_report(lines: list[str], out: str | Path) -> None:
     print(text)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(text)
+
+
+def timed(f, *args, **kwargs):
+    """``f(*args, **kwargs)`` with its warnings silenced, and its wall time in seconds."""
+    import time
+    import warnings
+
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = f(*args, **kwargs)
+    return out, time.perf_counter() - start
+
