@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $@
 
-.PHONY: install study demo test lint bench bench-posteriors
+.PHONY: install study demo test lint docs bench bench-posteriors
 install: $(VENV)/.installed
 
 # The default comparison study on built-in data (no network); --resume makes a re-run
@@ -26,7 +26,16 @@ demo: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 
-test: $(VENV)/.installed lint
+# The documentation site (Sphinx + MyST + numpydoc; offline) with warnings as errors; it
+# executes the notebooks at small size (cached in docs/_build until they change).
+$(VENV)/.docs-installed: $(VENV)/.installed pyproject.toml
+	$(BIN)/python -m pip install -q -e ".[docs]"
+	touch $@
+
+docs: $(VENV)/.docs-installed
+	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
+
+test: $(VENV)/.installed lint docs
 	MPLBACKEND=Agg OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q --durations=25
 
 bench: $(VENV)/.installed

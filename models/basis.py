@@ -19,7 +19,7 @@ EXTRA_COLUMNS = ("linear", "quadratic")
 
 @dataclass(frozen=True, eq=False)
 class Basis:
-    """Columns ``[bias | k(., c_1) ... k(., c_m) | extra terms]`` of the design matrix.
+    """Columns ``[bias | k(x, c_1), ..., k(x, c_m) | extra terms]`` of the design matrix.
 
     Labels: ``"bias"``; for kernel columns the index of the training input they are centred
     on (``"0"``, ``"1"``, ...), or ``"c0"``, ``"c1"``, ... when the centres are a dictionary

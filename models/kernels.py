@@ -212,7 +212,7 @@ class PolynomialKernel(Kernel):
 
 @dataclass(frozen=True, eq=False)
 class LinearKernel(Kernel):
-    """Linear kernel ``x . c``."""
+    """Linear kernel ``x^T c``."""
 
     name: str = field(default="linear", init=False)
 

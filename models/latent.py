@@ -1,4 +1,4 @@
-"""The RVM as a component of a user's own PyMC model, in the manner of ``pm.gp.Latent``:
+"""The RVM as a component of a user's own PyMC model, in the manner of ``pm.gp.Latent``::
 
     rvm = RVMLatent(GaussianKernel(1.0), centres=30)
     with pm.Model():

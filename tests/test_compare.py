@@ -9,7 +9,7 @@ import pytest
 from sparsebayes.inference import compare_posteriors, fit
 from sparsebayes.models import GaussianKernel, RVMRegression
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "guide" / "comparing.md"
 
 
 @pytest.fixture(scope="module")

@@ -63,7 +63,7 @@ def _readme_commands(marker: str) -> list[list[str]]:
     import shlex
     from pathlib import Path
 
-    text = (Path(__file__).parents[1] / "README.md").read_text()
+    text = (Path(__file__).parents[1] / "docs" / "guide" / "studies.md").read_text()
     block = text[text.index(marker):]
     block = block[block.index("```bash"):].split("```")[1]
     lines = re.sub(r"\\\n\s*", " ", block).splitlines()
@@ -87,7 +87,7 @@ def test_readme_cli_examples_run(tmp_path, monkeypatch, capsys):
     import json
 
     monkeypatch.chdir(tmp_path)
-    mine, patients = _readme_commands("### Your own data and your own baselines")
+    mine, patients = _readme_commands("## Your own data and your own baselines")
     assert "patients.csv:target=outcome:task=classification:folds=5" in patients
     _patients_csv(tmp_path / "patients.csv")
     assert main([*patients, "--n-jobs", "1", "--no-progress"]) == 0

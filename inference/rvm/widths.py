@@ -58,6 +58,7 @@ def check_width(problem) -> None:
       inputs: raw breast cancer with width 0.5 is 32 widths apart and predicted one
       probability for every point). Legitimate widths are near the spacing or above it
       (the evidence's own lower bound, :func:`default_width_bounds`, is one spacing).
+
     A learned width (``learn_width``) is not checked: the given one is only its start."""
     kernel = problem.kernel
     if not isinstance(kernel, GaussianKernel) or problem.learn_width:
@@ -89,19 +90,22 @@ def default_width_bounds(X: np.ndarray, ard: bool = False) -> np.ndarray | None:
     """Default search interval of a learned Gaussian width, shape (n_widths, 2), or None if
     the inputs have fewer than two distinct points.
 
-    From the median distance of an input to its nearest distinct neighbour (narrower bases
-    each fit a single point: the degenerate limit of the evidence) to 100 times the extent
-    of the inputs (wider bases are nearly constant). Isotropic: the distances and the
-    bounding-box diagonal in input space; ARD: per input dimension.
+    Isotropic: from the median distance of an input to its nearest distinct neighbour
+    (narrower bases each fit a single point: the degenerate limit of the evidence) to 100
+    times the bounding-box diagonal (wider bases are nearly constant). ARD (one width per
+    input): :func:`estimator_ard_bounds`, a floor in the joint input space (one home for the
+    model API and the estimators). Not the spacing of each input alone: with several inputs
+    the one-dimensional nearest neighbour is orders of magnitude closer than the neighbour in
+    all inputs, so per-input floors let every width shrink to where each basis sees its own
+    point only (every point kept, the noise at its floor).
     """
-    out = []
-    for Z in ([X[:, [k]] for k in range(X.shape[1])] if ard else [X]):
-        extent = float(np.sqrt(np.sum(np.ptp(Z, axis=0) ** 2)))
-        spacing = median_nn_distance(Z, max_queries=None)
-        if spacing is None or not extent > 0:
-            return None
-        out.append((spacing, 100.0 * extent))
-    return np.array(out)
+    if ard:
+        return None if np.unique(X, axis=0).shape[0] < 2 else estimator_ard_bounds(X)
+    extent = float(np.sqrt(np.sum(np.ptp(X, axis=0) ** 2)))
+    spacing = median_nn_distance(X, max_queries=None)
+    if spacing is None or not extent > 0:
+        return None
+    return np.array([(spacing, 100.0 * extent)])
 
 
 def estimator_width_range(X: np.ndarray) -> tuple[float, float]:

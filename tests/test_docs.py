@@ -1,0 +1,47 @@
+"""The README front page: its example runs as written and draws the committed figure, it
+stays a front page (at most 250 lines), and its links into docs/ resolve. The Sphinx site
+itself is built with warnings as errors by `make docs`, which `make test` runs first."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+
+def test_readme_is_a_front_page_whose_links_resolve():
+    text = README.read_text()
+    assert len(text.splitlines()) <= 250
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    local = [link for link in links if not link.startswith(("http:", "https:"))]
+    assert "docs/guide/index.md" in local and "docs/_static/readme_sinc.png" in local
+    missing = [link for link in local if not (ROOT / link).exists()]
+    assert not missing
+    for command in ("make study  # main job", "make test   # the test suite"):
+        assert command in text
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^test: .*\bdocs\b", makefile, re.M)  # make test builds the docs
+    assert "sphinx-build -W --keep-going -b html docs docs/_build/html" in makefile
+
+
+def test_readme_example_runs_and_draws_its_figure(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    block = re.search(r"<!-- readme-example -->\s*```python\n(.*?)```", README.read_text(),
+                      re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs" / "_static").mkdir(parents=True)
+    scope: dict = {}
+    exec(compile(block, "README.md", "exec"), scope)
+    post, rv, pred = scope["post"], scope["rv"], scope["pred"]
+    assert post.attrs["converged"]
+    # the circled vectors are the fit's relevance vectors (Tipping's count, bias excluded)
+    assert len(rv) == post.attrs["n_kernel_vectors"] > 0
+    lo, hi = pred.interval(0.95)
+    assert (lo < pred.mean).all() and (pred.mean < hi).all()
+    png = (tmp_path / "docs" / "_static" / "readme_sinc.png").read_bytes()
+    assert png.startswith(b"\x89PNG")
+    assert (ROOT / "docs" / "_static" / "readme_sinc.png").read_bytes().startswith(b"\x89PNG")
