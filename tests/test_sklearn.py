@@ -59,7 +59,7 @@ EXPECTED_WARNINGS = {
 
 
 @pytest.mark.slow
-@parametrize_with_checks([RVR(), RVC()])
+@parametrize_with_checks([RVR(), RVC(), RVC(multiclass="softmax")])
 def test_sklearn_estimator_checks(estimator, check):
     """Every check runs; none is skipped or marked xfail by us. The one skip scikit-learn
     itself makes, ``check_array_api_input`` ("SCIPY_ARRAY_API is not set: not checking
@@ -232,7 +232,7 @@ def test_width_bound_stops_the_degenerate_small_width_optimum():
         free = fit(RVMRegression(X, y, kernel=GaussianKernel(r0), learn_width=True),
                    "evidence")
         free_ard = fit(RVMRegression(X, y, kernel=GaussianKernel((r0,) * 4), learn_width=True),
-                       "evidence")
+                       "evidence", width_bounds=(r_min / 100, 100 * r0))  # below the floor
     assert free.attrs["width"][0] < r_min
     assert float(free["gaussian_posterior"]["beta"]) > 1e4
     assert free.attrs["n_relevant"] > 55
@@ -359,11 +359,12 @@ def test_rvc_equals_library_fit_and_predict_with_string_labels():
     np.testing.assert_allclose(clf.alpha_, post["gaussian_posterior"]["alpha"].values)
 
 
-def test_rvc_multiclass_is_one_softmax_model():
-    """K = 3: one softmax posterior (eq. 28), weights on dims (basis, class), not K binary
-    one-vs-rest fits."""
+def test_rvc_multiclass_softmax_is_one_softmax_model():
+    """K = 3, ``multiclass="softmax"``: one softmax posterior (eq. 28), weights on dims
+    (basis, class), not K binary one-vs-rest fits."""
     X, y = blob_data(n=90, n_classes=3, seed=4)
-    clf = RVC(width=1.5).fit(X, y)
+    clf = RVC(width=1.5, multiclass="softmax").fit(X, y)
+    assert not hasattr(clf, "estimators_")
     post = clf.posterior_
     assert post.attrs["likelihood"] == "softmax"
     assert post["posterior"]["w"].dims == ("chain", "draw", "basis", "class")
@@ -373,6 +374,41 @@ def test_rvc_multiclass_is_one_softmax_model():
     np.testing.assert_array_equal(np.argmax(clf.decision_function(X), axis=1),
                                   np.argmax(p, axis=1))
     assert clf.score(X, y) > 0.7
+
+
+def test_rvc_multiclass_default_is_scikit_learns_one_vs_rest():
+    """K = 3 by default: Tipping's (2001, §4.4.2) one-vs-rest protocol, the same
+    probabilities as scikit-learn's ``OneVsRestClassifier`` over binary RVCs (its
+    normalisation of the K probabilities of "k against the rest"), each binary posterior
+    the library's ``fit`` of class k against the rest (T01 eq. 23); refitting with
+    ``multiclass="softmax"`` drops the binary estimators."""
+    from sklearn.multiclass import OneVsRestClassifier
+
+    X, y = blob_data(n=90, n_classes=3, seed=4)
+    labels = np.array(["a", "b", "c"])[y]
+    clf = RVC(width=1.5).fit(X, labels)
+    ref = OneVsRestClassifier(RVC(width=1.5)).fit(X, labels)
+    Xt, _ = blob_data(n=40, n_classes=3, seed=5)
+    np.testing.assert_allclose(clf.predict_proba(Xt), ref.predict_proba(Xt), rtol=1e-10)
+    np.testing.assert_array_equal(clf.predict(Xt), ref.predict(Xt))
+    assert len(clf.posterior_) == 3 and clf.width_ == 1.5
+    for k, post in enumerate(clf.posterior_):
+        assert post.attrs["likelihood"] == "bernoulli"
+        own = fit(RVMClassification(X, (y == k).astype(int), kernel=GaussianKernel(1.5)),
+                  "evidence")
+        np.testing.assert_allclose(predict(post, Xt).proba, predict(own, Xt).proba,
+                                   rtol=1e-10)
+    kept = np.unique(np.concatenate([e.relevance_ for e in ref.estimators_]))
+    np.testing.assert_array_equal(clf.relevance_, kept)
+    clf.set_params(multiclass="softmax").fit(X, labels)
+    assert not hasattr(clf, "estimators_")
+    assert clf.posterior_.attrs["likelihood"] == "softmax"
+
+
+def test_rvc_multiclass_must_be_ovr_or_softmax():
+    X, y = blob_data(n=30, n_classes=3)
+    with pytest.raises(ValueError, match="multiclass must be"):
+        RVC(width=1.5, multiclass="ovo").fit(X, y)
 
 
 # --------------------------------------------------------------------------------------------
