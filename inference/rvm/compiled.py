@@ -124,24 +124,31 @@ def flat_proposals(S, Q, diag, excluded, active, alpha, Sigma, mu, alpha_min, la
 
 
 @njit(cache=True)
-def decide(new, gain, cur, tol):
+def decide(new, gain, cur, tol, priority):
     """The candidate with the largest gain, or -1 when converged (no add or delete pending,
     every re-estimate changes ``ln alpha`` by less than ``tol``; TF03 §4.4) or nothing
-    gains."""
+    gains. ``priority`` 1: a deletion that gains goes before any other action (SparseBayes
+    v2's default); 2: an add or a deletion that gains goes before any re-estimate."""
     pending = False
     dmax = 0.0
     best = 0
+    best_switch = -1
     for m in range(new.size):
         fin_new = math.isfinite(new[m])
         in_model = math.isfinite(cur[m])
         if fin_new != in_model and gain[m] > -np.inf:  # +inf: an add a proper prior demands
             pending = True
+            if gain[m] > 0 and (priority == 2 or (priority == 1 and in_model)) and (
+                    best_switch < 0 or gain[m] > gain[best_switch]):
+                best_switch = m
         if in_model and fin_new:
             dmax = max(dmax, abs(math.log(new[m] / cur[m])))
         if gain[m] > gain[best]:
             best = m
     if not pending and dmax < tol:
         return -1
+    if best_switch >= 0:
+        return best_switch
     if not gain[best] > 0:
         return -1
     return best
@@ -149,12 +156,12 @@ def decide(new, gain, cur, tol):
 
 @njit(cache=True)
 def flat_choice(S, Q, diag, excluded, active, alpha, Sigma, mu, alpha_min, lam, blocked, tabu,
-                tol):
+                tol, priority):
     """:func:`decide` on :func:`flat_proposals` in one call: (candidate, its new alpha, gain),
     candidate -1 when converged."""
     new, gain, cur = flat_proposals(S, Q, diag, excluded, active, alpha, Sigma, mu, alpha_min,
                                     lam, blocked, tabu)
-    i = decide(new, gain, cur, tol)
+    i = decide(new, gain, cur, tol, priority)
     if i < 0:
         return i, np.nan, np.nan
     return i, new[i], gain[i]

@@ -47,7 +47,9 @@ from ..results import (
 from .mackay import mackay_update
 from .sequential import (
     ALIGNMENT_MAX,
+    ALIGNMENT_SKIP,
     DenseProducts,
+    Noise,
     Policy,
     SequentialSparseBayes,
     basis_objective,
@@ -74,16 +76,21 @@ __all__ = [
 ]
 
 
-NOISE_WAIT = 50  # iterations at the initial noise before it is re-estimated every NOISE_EVERY
-NOISE_EVERY = 10
+NOISE_WAIT = 50  # iterations at the initial noise: re-estimating it while the model holds a
+# basis or two lets the noise explain the signal, a poor local optimum (linear-spline sinc)
+NOISE_EVERY = 10  # then it is re-estimated at every NOISE_EVERY-th iteration
+NEWTON_GAIN = 1e-3  # nats: a re-estimate gaining less gives way to a Newton step on them all
 REFIT_SEARCH_MAX_ITER = 200  # a LOO refit's local-search runs stop here (not kept then)
-POLISH_GAIN = 1e-4  # a re-estimate gaining less than this (nats) starts Newton steps
 # fit_fast's default local search: bases of up to this many columns whose first optimum keeps
 # up to this many (it re-converges twice per basis kept: a degenerate width that keeps all
 # 246 of diabetes' training points took 492 runs and 366 s)
 LOCAL_SEARCH_MAX_COLUMNS, LOCAL_SEARCH_MAX_KEPT = 300, 40
 START_CONDITION = 1e-10  # MacKay's start: alpha_i ||phi_i||^2 >= 1e-10 beta
 BETA_MAX_FACTOR = 1e6  # beta <= BETA_MAX_FACTOR / var(t): noise sd >= 1e-3 sd(t)
+# learned widths: rounds of sparse fit and width step (_solve)
+WIDTH_MAX_ROUNDS = 25  # at most this many sparse fits
+WIDTH_ROUND_GAIN = 0.05  # nats: a round raising the log evidence less than this ends them
+WIDTH_STEP_MAX_ITER = 20  # L-BFGS-B iterations of one width step
 
 
 # --------------------------------------------------------------------------------------------
@@ -106,6 +113,8 @@ class _Solution:
     notes: list[str] = field(default_factory=list)
     var_t: float = 1.0
     search_runs: int = 0
+    width_rounds: int = 0
+    width_on_bounds: tuple[int, int] = (0, 0)  # learned widths on their lower, upper bounds
 
 
 def _prior(problem) -> GammaPrior:
@@ -239,12 +248,23 @@ def _run_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm=N
     The design is used as it is (no column scaling: the flat-prior evidence, the Cholesky
     accuracy and the relative thresholds are all invariant to it, and a symmetric kernel
     block stays symmetric for :class:`DenseProducts`' ``symmetric_block``).
-    The noise is held at its initial value for ``NOISE_WAIT`` iterations, then re-estimated
-    every ``NOISE_EVERY``-th iteration and whenever the alphas have converged: re-estimating
-    it while the model holds one or two bases lets the noise explain the whole signal, a
-    poor local optimum (seen on Tipping's linear-spline sinc). A new noise level that changes
-    ``ln beta`` by less than ``tol`` is not applied (it would cost an exact recompute and is
-    below the convergence tolerance); convergence needs the alphas and the noise settled.
+    Each iteration takes the action with the largest gain (TF03 §4.1's greedy choice). With
+    the flat prior, a re-estimate that gains less than ``NEWTON_GAIN`` is replaced by one
+    Newton step on every ``ln alpha`` and ``ln beta`` of the model
+    (:meth:`SequentialSparseBayes.newton_step`): re-estimating overlapping bases one at a
+    time converges linearly at a rate near 1 (thousands of tiny alternating steps on a
+    dense 1-D sinc). Converged when that step is below ``tol`` and nothing is to be added
+    or deleted: a stationary point of the evidence in ``alpha`` and the noise. (Other
+    priors: converged when nothing is to be added or deleted and every re-estimate changes
+    ``ln alpha`` by less than ``tol``, the noise settled.) The noise is held at its initial
+    value for ``NOISE_WAIT`` iterations (or until the alphas converge), then re-estimated
+    (T01 eq. 46; an exact recompute) at every ``NOISE_EVERY``-th iteration, at convergence
+    (a change above ``tol`` in ``ln beta`` cancels it) and in every Newton step.
+    Candidates nearly collinear with a basis in the model (cosine above ``ALIGNMENT_SKIP``,
+    SparseBayes v2's alignment test) are set aside: on dense inputs they would only move a
+    centre by a tiny hop each (add, trade the weight, delete) — hundreds of iterations that
+    grow with N. For at most ``LOCAL_SEARCH_MAX_COLUMNS`` candidates they come back once
+    the rest has converged, so the result is also stationary with respect to them.
     """
     start = {}
     if warm is not None:
@@ -254,28 +274,38 @@ def _run_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm=N
     if policy is not None:
         start["policy"] = policy
     state = SequentialSparseBayes(a_prior=prior.a, b_prior=prior.b,
-                                  products=data.products(beta), **start)
+                                  products=data.products(beta), alignment_max=ALIGNMENT_SKIP,
+                                  batch_skips=True, **start)
+    newton = NEWTON_GAIN if state.flat else 0.0
+    refine = state.diag.size <= LOCAL_SEARCH_MAX_COLUMNS
+    noise = Noise(data.n, beta, prior.c, prior.d, beta_max) if estimate_noise else None
+    noise_from = NOISE_WAIT + 1
     trace = [state.log_evidence()]
     converged = False
     it = 0
     for it in range(1, max_iter + 1):
-        action, gain, done = state.step(tol)
-        if gain:
-            trace.append(trace[-1] + gain)
-        if (action == "reestimate" and gain < POLISH_GAIN and state.flat
-                and not state.switch_pending() and state.polish(tol)):
+        hold = estimate_noise and it < noise_from
+        action, gain, done = state.step(tol, newton, None if hold else noise)
+        if action == "newton":
+            beta = noise.beta if noise is not None else beta
             trace.append(state.log_evidence())
-        update_noise = estimate_noise and (done or (it > NOISE_WAIT and it % NOISE_EVERY == 0))
-        if update_noise:
+        elif gain:
+            trace.append(trace[-1] + gain)
+        if done and hold:  # converged at the initial noise: its turn now
+            noise_from, hold = it, False
+        if estimate_noise and not hold and action != "newton" and (
+                it == noise_from or it % NOISE_EVERY == 0 or done):
             new_beta = _noise_update(data.n, state.rss(), state.gamma(), prior, beta_max)
-            changed = abs(np.log(new_beta / beta)) > tol
-            if changed:
+            if abs(np.log(new_beta / beta)) > tol:
                 state.rescale(new_beta / beta)
-                beta = new_beta
+                beta = noise.beta = new_beta
                 trace.append(state.log_evidence())
-            done = done and not changed
-        elif it % 100 == 0:
-            state.recompute()
+                done = False
+        if done and state.alignment_max < ALIGNMENT_MAX and refine:  # set-aside ones back
+            state.alignment_max = ALIGNMENT_MAX
+            state.aligned = {i: p for i, p in state.aligned.items()
+                             if state.is_aligned(i) is not None}
+            done = not state.switch_pending()
         if done:
             state.recompute()
             converged = True
@@ -367,6 +397,14 @@ def _width_objective(log_width, basis, X, t, cols, alpha, beta):
                                  mu)
     grad = log_width_gradient(b.kernel, _width_gradient(b, X, t, cols, mu, Sigma, beta))
     return -L_val, -grad
+
+
+def widths_on_bounds(width, log_bounds) -> tuple[int, int]:
+    """How many widths lie on the lower and on the upper of their ``log_bounds`` (within
+    1e-6 relative)."""
+    lw = np.log(np.atleast_1d(np.asarray(width, dtype=float)))
+    lo, hi = np.array(log_bounds, dtype=float).reshape(-1, 2).T
+    return int(np.sum(lw <= lo + 1e-6)), int(np.sum(lw >= hi - 1e-6))
 
 
 # --------------------------------------------------------------------------------------------
@@ -565,7 +603,7 @@ def _ard_log_bounds(width_bounds, X: np.ndarray) -> list[tuple[float, float]]:
     return list(zip(np.log(wb[:, 0]).tolist(), np.log(wb[:, 1]).tolist()))
 
 
-def _check_width_bounds(width_bounds) -> None:
+def check_width_bounds(width_bounds) -> None:
     if width_bounds is None or (isinstance(width_bounds, str) and width_bounds == "data"):
         return
     wb = np.asarray(width_bounds, dtype=float) if not isinstance(width_bounds, str) else None
@@ -575,14 +613,18 @@ def _check_width_bounds(width_bounds) -> None:
                          f"high (or one such pair per input dimension), got {width_bounds!r}")
 
 
-def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int = 50,
-           width_bounds=None, local_search: bool | None = False) -> _Solution:
-    """Run ``algorithm`` ("fast" or "mackay"); with ``learn_width`` alternate it with
-    L-BFGS steps on the log widths at fixed hyperparameters (coordinate ascent on the
-    evidence; Tipping §4.3 interleaves the two in the same way), the widths kept within
-    ``width_bounds`` (see :func:`fit_fast`). One width per input (ARD): the alternation
-    starts from :func:`_tied_start`, not from the problem's widths, so the result does not
-    depend on them."""
+def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
+           max_rounds: int | None = None, width_bounds=None,
+           local_search: bool | None = False) -> _Solution:
+    """Run ``algorithm`` ("fast" or "mackay"). With ``learn_width``, rounds of: the sparse fit
+    (warm from the last round), then L-BFGS-B steps on the log widths at its alpha and noise
+    (coordinate ascent on the evidence; Tipping §4.3 interleaves the two in the same way),
+    the widths within ``width_bounds`` (see :func:`fit_fast`); until a round raises the
+    sparse fit's log evidence by less than ``WIDTH_ROUND_GAIN`` nats, or after
+    ``max_rounds`` (default ``WIDTH_MAX_ROUNDS``) sparse fits (a NumericalWarning then). One
+    width per input (ARD): the rounds start from :func:`_tied_start`, not from the problem's
+    widths, so the result does not depend on them."""
+    max_rounds = WIDTH_MAX_ROUNDS if max_rounds is None else max_rounds
     prior = _prior(problem)
     X, t = problem.X, problem.t
     estimate_noise = problem.noise_sd is None
@@ -599,8 +641,12 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
         beta = 1.0 / (problem.noise_sd**2 if not estimate_noise else 0.1 * np.var(t))
         log_width, cols, alpha, beta = _tied_start(problem, basis, log_bounds, beta)
         basis = with_log_width(basis, log_width)
-        warm = (cols, alpha)
-    for _outer in range(max_outer):
+        warm = (cols, alpha, beta)
+    elif problem.learn_width:  # they contain the user's start
+        log_bounds = _log_width_bounds(width_bounds, X, np.log(np.atleast_1d(
+            np.asarray(basis.kernel.width, dtype=float))))
+    rounds, width_converged, last = 0, not problem.learn_width, -np.inf
+    for rounds in range(1, max_rounds + 1):  # noqa: B007 (it is reported)
         data = _data(problem, basis)
         if var_t is None:
             var_t = data.var_t
@@ -627,20 +673,26 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
         total_iter += n_iter
         if not problem.learn_width:
             break
-        kernel = basis.kernel
-        x0 = np.log(np.atleast_1d(np.asarray(kernel.width, dtype=float)))
-        if log_bounds is None:  # fixed at the first round (they contain the user's start)
-            log_bounds = _log_width_bounds(width_bounds, X, x0)
+        if tr[-1] - last < WIDTH_ROUND_GAIN:
+            width_converged = True
+            break
+        last = tr[-1]
+        if rounds == max_rounds:
+            break
         res = optimize.minimize(
-            _width_objective, x0, jac=True, method="L-BFGS-B",
-            args=(basis, X, t, active, alpha, beta),
-            bounds=log_bounds, options={"maxiter": 20},
-        )
+            _width_objective, np.log(np.atleast_1d(np.asarray(basis.kernel.width, float))),
+            jac=True, method="L-BFGS-B", args=(basis, X, t, active, alpha, beta),
+            bounds=log_bounds, options={"maxiter": WIDTH_STEP_MAX_ITER})
         basis = with_log_width(basis, res.x)
         trace.append(-float(res.fun))
-        warm = (active, alpha)
-        if np.max(np.abs(res.x - x0)) < 1e-4:
-            break
+        warm = (active, alpha, beta)
+    if not width_converged:
+        notes.append(f"the kernel widths were still moving after max_rounds={max_rounds} "
+                     f"rounds of sparse fit and width step (the last raised the log evidence "
+                     f"by more than {WIDTH_ROUND_GAIN} nats)")
+    on_bounds = (0, 0)
+    if problem.learn_width:
+        on_bounds = widths_on_bounds(basis.kernel.width, log_bounds)
     if problem.centres is None:
         Phi_act = basis.design(X, columns=active)
         mu, Sigma, _ = weight_posterior(Phi_act, t, alpha, beta)
@@ -650,7 +702,7 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float, max_outer: int
         mu, Sigma, _ = gram_weight_posterior(stats.G, stats.Phit, alpha, beta)
         logev = gram_log_evidence(stats.G, stats.Phit, stats.tt, stats.n, alpha, beta)
     return _Solution(basis, active, alpha, beta, mu, Sigma, logev, trace, converged,
-                     total_iter, notes, var_t, search_runs)
+                     total_iter, notes, var_t, search_runs, rounds, on_bounds)
 
 
 class EvidenceRefits:
@@ -823,6 +875,9 @@ def _to_datatree(problem, sol: _Solution, *, method: str, seed, draws: int, chai
             "exceed the budget; pass fewer draws for az.loo")
     if isinstance(kernel, GaussianKernel):
         attrs["width"] = np.atleast_1d(np.asarray(kernel.width, dtype=float))
+    if problem.learn_width:
+        attrs["width_rounds"] = int(sol.width_rounds)
+        attrs["width_at_bound"], attrs["width_at_upper_bound"] = sol.width_on_bounds
     return make_datatree(
         problem,
         basis=sol.basis,
@@ -843,7 +898,7 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, widt
         raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
     if not tol > 0:
         raise ValueError(f"tol must be > 0, got {tol!r}")
-    _check_width_bounds(width_bounds)
+    check_width_bounds(width_bounds)
     if problem.learn_width and not isinstance(problem.X, np.ndarray):
         raise ValueError("learn_width=True needs NumPy inputs (its gradient takes a second "
                          "pass over the data); compute the Dask arrays first")
@@ -867,6 +922,12 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, widt
         warn_user(
             f"{method} did not converge in max_iter={max_iter} iterations; the result is "
             "the last iterate (converged=False)", ConvergenceWarning)
+    if sol.width_on_bounds[0] and width_bounds is None:  # bounds given: the caller's floor
+        warn_user(
+            f"{sol.width_on_bounds[0]} learned kernel width(s) ended on their lower bound "
+            f"(widths {np.round(post.attrs['width'], 4).tolist()}): the evidence rises towards "
+            "narrower bases that each fit one point, which the bound stops "
+            "(attrs['width_at_bound']); pass width_bounds to move it", NumericalWarning)
     return post
 
 
@@ -882,7 +943,11 @@ def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-6,
     for a factor ``e^7`` either way from the start width, which is always inside the bounds.
     With one width per input (ARD) the search does not start from the problem's widths but
     from the tied-alpha model's optimum (:func:`_tied_start`), so the result does not depend
-    on them; None then means :func:`default_width_bounds`.
+    on them; None then means :func:`default_width_bounds` (a floor in the joint input space,
+    :func:`~.widths.estimator_ard_bounds`, as ``RVR``'s). The widths are learned in at most
+    ``WIDTH_MAX_ROUNDS`` rounds of sparse fit and L-BFGS-B step on the widths
+    (:func:`_solve`); attrs ``width_rounds``, ``width_at_bound`` (widths on the
+    lower bound; a NumericalWarning with the default bounds) and ``width_at_upper_bound``.
     ``local_search``: after convergence, try converging again without each basis in the
     model and keep a higher evidence (:func:`_escape_local_optima`); default (None): on for
     bases of at most ``LOCAL_SEARCH_MAX_COLUMNS`` columns whose first optimum keeps at most

@@ -29,6 +29,9 @@ from . import compiled
 __all__ = [
     "SequentialSparseBayes",
     "Policy",
+    "Noise",
+    "ALIGNMENT_MAX",
+    "ALIGNMENT_SKIP",
     "DenseProducts",
     "GramProducts",
     "BlockProducts",
@@ -37,6 +40,10 @@ __all__ = [
 ]
 
 ALIGNMENT_MAX = 1 - 1e-9  # candidates this collinear with a basis in the model are skipped
+# ... and, in regression, from this cosine on (SparseBayes v2's AlignmentMax): a candidate this
+# close to a basis in the model would only move its centre by a hop (add, trade the weight,
+# delete), and on dense inputs the hops are many and tiny
+ALIGNMENT_SKIP = 1 - 1e-3
 EXACT_BUDGET = 2e5  # recompute S, Q exactly every step while M * M_t^2 is below this
 RECOMPUTE_EVERY = 50  # otherwise rank-one updates (TF03 App. A), rebuilt this often
 DAMP_MIN = 1.0 / 64  # smallest damping factor of a re-estimate's log step
@@ -355,6 +362,19 @@ class BlockProducts:
 
 
 @dataclass
+class Noise:
+    """Regression's noise precision ``beta`` (``B = beta I``) as
+    :meth:`SequentialSparseBayes.polish` moves it: ``n`` data, the ``Gamma(c, d)`` prior on
+    ``beta`` (T01 App. A) and its cap ``beta_max``."""
+
+    n: int
+    beta: float
+    c: float = 0.0
+    d: float = 0.0
+    beta_max: float = math.inf
+
+
+@dataclass
 class SequentialSparseBayes:
     """State of Tipping & Faul's algorithm on ``products`` (a :class:`DenseProducts`,
     :class:`GramProducts` or :class:`BlockProducts`; or, for a design, ``Phi``, ``t``,
@@ -369,6 +389,14 @@ class SequentialSparseBayes:
     ``refresh_after_step``: rebuild ``S``, ``Q`` exactly after a step when the rank-one
     updates may have drifted (a caller that moves the state to a new surrogate after every
     step anyway, like the Laplace loop, turns it off).
+
+    ``priority``: 0, the action with the largest gain; 1, a deletion that raises the
+    objective goes first (SparseBayes v2's default); 2, an add or a deletion that raises it
+    goes before any re-estimate.
+
+    ``alignment_max``: a candidate whose cosine with a basis in the model exceeds it is
+    not added (TF03's alignment test; it is reconsidered if that basis leaves);
+    ``batch_skips``: all such candidates are set aside in one step, not one per step.
     """
 
     Phi: np.ndarray | None = None
@@ -383,6 +411,9 @@ class SequentialSparseBayes:
     products: object | None = field(default=None, repr=False)
     policy: Policy = field(default_factory=Policy)
     refresh_after_step: bool = True
+    priority: int = 0
+    alignment_max: float = ALIGNMENT_MAX
+    batch_skips: bool = False
 
     def __post_init__(self) -> None:
         if self.products is None:
@@ -403,6 +434,7 @@ class SequentialSparseBayes:
         self.excluded = np.ones(M, dtype=bool)  # candidates not in the model
         self.excluded[self.active] = False
         self.aligned: dict[int, int] = {}
+        self._newton_small = False  # the last Newton step was below tol
         self.recompute()
 
     def _initialise(self) -> None:
@@ -476,11 +508,15 @@ class SequentialSparseBayes:
 
     def rescale(self, factor: float) -> None:
         """Multiply every precision in ``B`` by ``factor`` (a noise update in regression)."""
+        self._scale(factor)
+        self.recompute()
+
+    def _scale(self, factor: float) -> None:
+        """``B -> factor B`` in the products and the cached ``phi^T B`` terms only."""
         self.products.rescale(factor)
         self.diag *= factor
         self.PhiBt *= factor
         self.cross *= factor
-        self.recompute()
 
     # ---- the decision rule ---------------------------------------------------------------
     def sq(self) -> tuple[np.ndarray, np.ndarray]:
@@ -547,17 +583,18 @@ class SequentialSparseBayes:
     def choose(self, tol: float) -> tuple[int, float, float] | None:
         """``decide(*proposals(), tol)``; with the flat prior in one compiled call."""
         if not self.flat:
-            return self.decide(*self.proposals(), tol)
-        i, new_i, gain_i = compiled.flat_choice(*self._flat_args(), float(tol))
+            return self.decide(*self.proposals(), tol, self.priority)
+        i, new_i, gain_i = compiled.flat_choice(*self._flat_args(), float(tol),
+                                                int(self.priority))
         return None if i < 0 else (i, new_i, gain_i)
 
     @staticmethod
-    def decide(new: np.ndarray, gain: np.ndarray, cur: np.ndarray, tol: float
-               ) -> tuple[int, float, float] | None:
-        """The action with the largest gain: (candidate, its new alpha, gain), or None when
-        converged: no add or delete pending and every re-estimate changes ``ln alpha`` by
-        less than ``tol`` (TF03 §4.4)."""
-        i = int(compiled.decide(new, gain, cur, float(tol)))
+    def decide(new: np.ndarray, gain: np.ndarray, cur: np.ndarray, tol: float,
+               priority: int = 0) -> tuple[int, float, float] | None:
+        """The action with the largest gain (or as ``priority`` says, see the class):
+        (candidate, its new alpha, gain), or None when converged: no add or delete pending
+        and every re-estimate changes ``ln alpha`` by less than ``tol`` (TF03 §4.4)."""
+        i = int(compiled.decide(new, gain, cur, float(tol), int(priority)))
         if i < 0:
             return None
         return i, float(new[i]), float(gain[i])
@@ -602,10 +639,17 @@ class SequentialSparseBayes:
         self.aligned = {k: p for k, p in self.aligned.items() if p != i}
 
     def n_degenerate(self) -> int:
-        """Candidates skipped as duplicates: aligned, or numerically in the model's span."""
+        """Candidates skipped as duplicates: aligned beyond ``ALIGNMENT_MAX`` (whatever
+        ``alignment_max``), or numerically in the model's span."""
         out = np.ones(self.S.size, bool)
         out[self.active] = False
-        return len(self.aligned) + int(np.sum(out & (self.S <= 1e-12 * self.diag)))
+        dup = sum(self._cosine(i, p) > ALIGNMENT_MAX for i, p in self.aligned.items())
+        return dup + int(np.sum(out & (self.S <= 1e-12 * self.diag)))
+
+    def _cosine(self, i: int, p: int) -> float:
+        """Cosine (in the ``B`` inner product) of candidate ``i`` with basis ``p`` in the model."""
+        c = self.cross[i, self.active.index(p)]
+        return float(c / math.sqrt(max(self.diag[i] * self.diag[p], 1e-300)))
 
     def is_aligned(self, i: int) -> int | None:
         """An in-model basis that candidate ``i`` nearly duplicates (TF03's alignment test);
@@ -613,17 +657,56 @@ class SequentialSparseBayes:
         act = np.asarray(self.active)
         cos = self.cross[i] / np.sqrt(np.maximum(self.diag[i] * self.diag[act], 1e-300))
         j = int(np.argmax(cos))
-        return int(act[j]) if cos[j] > ALIGNMENT_MAX else None
+        return int(act[j]) if cos[j] > self.alignment_max else None
 
     # ---- one step ------------------------------------------------------------------------
-    def step(self, tol: float = 1e-6) -> tuple[str, float, bool]:
-        """Take the action with the largest gain. Returns (action, gain, converged) where
-        converged means: no basis to add or delete and every re-estimate changes
-        ``ln alpha`` by less than ``tol`` (TF03 §4.4)."""
+    def _choose(self, tol: float) -> tuple[int, float, float] | None:
+        """:meth:`choose`; with ``batch_skips``, every candidate aligned with the model is
+        set aside at once, and the choice made among the others (no step per skip)."""
         choice = self.choose(tol)
+        while (self.batch_skips and choice is not None and self.excluded[choice[0]]
+               and self.is_aligned(choice[0]) is not None):
+            act = np.asarray(self.active)
+            cos = self.cross / np.sqrt(np.maximum(np.outer(self.diag, self.diag[act]), 1e-300))
+            j = np.argmax(cos, axis=1)
+            for i in np.flatnonzero(self.excluded & (cos[np.arange(j.size), j]
+                                                     > self.alignment_max)):
+                self.aligned.setdefault(int(i), int(act[j[i]]))
+            choice = self.choose(tol)
+        return choice
+
+    def step(self, tol: float = 1e-6, newton: float = 0.0, noise: Noise | None = None
+             ) -> tuple[str, float, bool]:
+        """Take the action with the largest gain (or as ``priority`` says). Returns
+        (action, gain, converged) where converged means: no basis to add or delete and
+        every re-estimate changes ``ln alpha`` by less than ``tol`` (TF03 §4.4).
+
+        ``newton`` (flat prior): where the rule picks a re-estimate that gains less than
+        ``newton`` (``inf``: any), one :meth:`newton_step` on every ``ln alpha`` (and
+        ``ln beta`` with ``noise``) replaces it (the single re-estimate is taken if the
+        Newton step fails); once a Newton step is below ``tol``, a gaining add or deletion
+        goes first; converged then means no add or delete is pending."""
+        choice = self._choose(tol)
         if choice is None:
             return "none", 0.0, True
         i, new_i, gain_i = choice
+        reestimate = not self.excluded[i] and math.isfinite(new_i)
+        if newton and reestimate and self._newton_small:
+            priority, self.priority = self.priority, 2  # the model's alphas are settled
+            choice = self._choose(tol)
+            self.priority = priority
+            if choice is None:
+                return "none", 0.0, True
+            i, new_i, gain_i = choice
+            reestimate = not self.excluded[i] and math.isfinite(new_i)
+        if newton and reestimate and gain_i < newton:
+            before = self.log_evidence()
+            accepted, small = self.newton_step(tol, noise)
+            if accepted:
+                self._newton_small = small
+                return ("newton", self.log_evidence() - before,
+                        small and not self.switch_pending())
+        self._newton_small = False
         if self.excluded[i]:
             partner = self.is_aligned(i)
             if partner is not None:
@@ -655,45 +738,98 @@ class SequentialSparseBayes:
         new, gain, cur = compiled.flat_proposals(*self._flat_args())
         return bool(np.any((np.isfinite(new) != np.isfinite(cur)) & (gain > 0)))
 
-    def polish(self, tol: float, max_steps: int = 20) -> bool:
-        """Newton steps on ``ln alpha`` of the bases in the model, with the set and ``B``
-        fixed: the gradient of T01 eq. 15 is ``(1 - alpha_i (Sigma_ii + mu_i^2)) / 2`` and
-        its Hessian ``alpha_i alpha_j (Sigma_ij^2 + 2 mu_i mu_j Sigma_ij) / 2 - delta_ij
-        alpha_i (Sigma_ii + mu_i^2) / 2`` (from ``dSigma / d alpha_j = -Sigma e_j e_j^T
-        Sigma``, ``d mu / d alpha_j = -Sigma e_j mu_j``). It replaces the one-basis-at-a-time
-        re-estimates' linear convergence near an optimum by quadratic convergence. Where the
-        Hessian is not negative definite or the step does not raise the evidence, ``lam I``
-        is subtracted from it (Levenberg-Marquardt) until a step does; ``alpha_i`` stays
-        below ``POLISH_ALPHA_MAX phi_i^T B phi_i``. Returns True when the
-        last step was below ``tol`` in every ``ln alpha``.
-        """
-        before = self.log_evidence()
+    def polish(self, tol: float, max_steps: int = 20, noise: Noise | None = None) -> bool:
+        """Up to ``max_steps`` :meth:`newton_step` s; True when the last one was below
+        ``tol`` in every coordinate."""
         for _ in range(max_steps):
-            a, Sg, mu = self.alpha, self.Sigma, self.mu
-            m2 = np.diag(Sg) + mu * mu
-            grad = 0.5 * (1.0 - a * m2)
-            H = 0.5 * np.outer(a, a) * (Sg * Sg + 2.0 * np.outer(mu, mu) * Sg)
-            H.flat[:: a.size + 1] -= 0.5 * a * m2
-            snap, lam = self.snapshot(), 0.0
-            # a basis pushed this far out contributes nothing; the rule then deletes it
-            ceiling = POLISH_ALPHA_MAX * self.diag[np.asarray(self.active)]
-            for _attempt in range(8):  # Levenberg-Marquardt: -H + lam I until uphill
-                L, info = linalg.lapack.dpotrf(-H + lam * np.eye(a.size), lower=1)
-                if info == 0:
-                    step = np.clip(linalg.lapack.dpotrs(L, grad, lower=1)[0], -2.0, 2.0)
-                    self.alpha = np.minimum(a * np.exp(step), ceiling)
-                    self.recompute()
-                    after = self.log_evidence()
-                    if np.isfinite(after) and after >= before - 1e-12 * abs(before):
-                        break
-                    self.restore(snap)
-                lam = max(10.0 * lam, 1e-3 * float(np.max(np.abs(np.diag(H)))) + 1e-12)
-            else:
+            accepted, small = self.newton_step(tol, noise)
+            if not accepted:
                 return False
-            before = after
-            if np.max(np.abs(step)) < tol:
+            if small:
                 return True
         return False
+
+    def newton_step(self, tol: float, noise: Noise | None = None) -> tuple[bool, bool]:
+        """One Newton step on ``ln alpha`` of the bases in the model (and on ``ln beta``
+        when ``noise`` is given: regression, ``B = beta I``), with the set fixed: the
+        gradient of T01 eq. 15 is ``(1 - alpha_i (Sigma_ii + mu_i^2)) / 2`` and its Hessian
+        ``alpha_i alpha_j (Sigma_ij^2 + 2 mu_i mu_j Sigma_ij) / 2 - delta_ij alpha_i
+        (Sigma_ii + mu_i^2) / 2`` (from ``dSigma / d alpha_j = -Sigma e_j e_j^T Sigma``,
+        ``d mu / d alpha_j = -Sigma e_j mu_j``); the noise terms are
+        :meth:`noise_derivatives`. It replaces the one-basis-at-a-time re-estimates' linear
+        convergence (slow when bases overlap: thousands of tiny alternating steps) by
+        quadratic convergence. The Hessian's eigenvalues enter by their absolute values
+        (saddle-free Newton), and the step is halved until it does not lower the objective;
+        ``alpha_i`` stays below ``POLISH_ALPHA_MAX phi_i^T B phi_i`` and
+        ``beta`` below ``noise.beta_max`` (``noise.beta`` is updated). Returns (accepted,
+        below ``tol`` in every coordinate); not accepted: the state is unchanged.
+        """
+        before = self._polish_objective(noise)
+        a, Sg, mu = self.alpha, self.Sigma, self.mu
+        m2 = np.diag(Sg) + mu * mu
+        grad = 0.5 * (1.0 - a * m2)
+        H = 0.5 * np.outer(a, a) * (Sg * Sg + 2.0 * np.outer(mu, mu) * Sg)
+        H.flat[:: a.size + 1] -= 0.5 * a * m2
+        with_noise = noise is not None
+        if with_noise:
+            g_b, h_b, h_bb = self.noise_derivatives(noise)
+            with_noise = noise.beta < noise.beta_max or g_b < 0  # not pushing past the cap
+            if with_noise:
+                grad = np.append(grad, g_b)
+                H = np.block([[H, h_b[:, None]], [h_b[None, :], np.array([[h_bb]])]])
+        snap = self.snapshot()
+        beta0 = noise.beta if noise is not None else None
+        # a basis pushed this far out contributes nothing; the rule then deletes it
+        ceiling = POLISH_ALPHA_MAX * self.diag[np.asarray(self.active)]
+        # saddle-free Newton: -H's eigenvalues by their absolute values (floored), so along
+        # a direction of positive curvature (two overlapping bases trading weight) the step
+        # goes uphill as far as the curvature allows, not a damped crawl
+        lam, V = np.linalg.eigh(-H)
+        lam = np.maximum(np.abs(lam), 1e-10 * max(float(np.max(np.abs(lam))), 1e-300))
+        full = V @ ((V.T @ grad) / lam)
+        full *= min(1.0, 2.0 / max(float(np.max(np.abs(full))), 1e-300))  # |step| <= 2
+        for halving in range(12):  # backtracking until the objective does not drop
+            step = full * 0.5**halving
+            self.alpha = np.minimum(a * np.exp(step[: a.size]), ceiling)
+            if with_noise:
+                noise.beta = min(beta0 * math.exp(step[-1]), noise.beta_max)
+                self._scale(noise.beta / beta0)
+            self.recompute()
+            after = self._polish_objective(noise)
+            if np.isfinite(after) and after >= before - 1e-12 * abs(before):
+                return True, bool(np.max(np.abs(step)) < tol)
+            if with_noise:  # B back first: the snapshot holds cross at the old B
+                self._scale(beta0 / noise.beta)
+                noise.beta = beta0
+            self.restore(snap)
+        return False, False
+
+    def noise_derivatives(self, noise: Noise) -> tuple[float, np.ndarray, float]:
+        """Regression (``B = beta I``): the derivative of T01 eq. 15 plus the noise prior
+        ``c ln beta - d beta`` (T01 App. A) in ``ln beta``, ``g = (N - beta ||t - Phi mu||^2
+        - sum gamma) / 2 + c - d beta`` (zero at T01 eq. 46), and its second derivatives in
+        ``ln alpha_j`` and ``ln beta``. With ``d mu / d ln beta = Sigma A mu``, ``d Sigma / d
+        ln beta = -beta Sigma G Sigma`` (``G = Phi^T Phi``), the weight optimum ``beta
+        Phi^T (t - Phi mu) = A mu`` and ``beta Sigma G = I - Sigma A`` they need no ``G``:
+        ``d g / d ln alpha_j = alpha_j [(Sigma - Sigma A Sigma)_jj - 2 mu_j (Sigma A mu)_j]
+        / 2`` and ``d g / d ln beta = [-beta ||t - Phi mu||^2 - sum gamma + 2 mu^T A Sigma A
+        mu + tr((I - Sigma A)^2)] / 2 - d beta``."""
+        a, Sg, mu, beta = self.alpha, self.Sigma, self.mu, noise.beta
+        r = self.rss()
+        gamma_sum = a.size - float(a @ np.diag(Sg))
+        v = Sg @ (a * mu)  # Sigma A mu
+        g = 0.5 * (noise.n - beta * r - gamma_sum) + noise.c - noise.d * beta
+        h_b = 0.5 * a * (np.diag(Sg) - (Sg * Sg) @ a - 2.0 * mu * v)
+        R = np.eye(a.size) - Sg * a  # I - Sigma A
+        h_bb = 0.5 * (-beta * r - gamma_sum + 2.0 * (a * mu) @ v + np.sum(R * R.T)) \
+            - noise.d * beta
+        return float(g), h_b, float(h_bb)
+
+    def _polish_objective(self, noise: Noise | None) -> float:
+        value = self.log_evidence()
+        if noise is not None:
+            value += noise.c * math.log(noise.beta) - noise.d * noise.beta
+        return value
 
     def log_evidence(self) -> float:
         """ln N(t | 0, B^-1 + Phi A^-1 Phi^T) at the current state (T01 eqs. 36-41 with B)."""
