@@ -89,7 +89,8 @@ START_CONDITION = 1e-10  # MacKay's start: alpha_i ||phi_i||^2 >= 1e-10 beta
 BETA_MAX_FACTOR = 1e6  # beta <= BETA_MAX_FACTOR / var(t): noise sd >= 1e-3 sd(t)
 # learned widths: rounds of sparse fit and width step (_solve)
 WIDTH_MAX_ROUNDS = 25  # at most this many sparse fits
-WIDTH_ROUND_GAIN = 0.05  # nats: a round raising the log evidence less than this ends them
+WIDTH_ROUND_GAIN = 1e-6  # nats: a round raising the log evidence less than this ends them
+WIDTH_STEP_TOL = 1e-4  # a width step moving no log width more than this ends them
 WIDTH_STEP_MAX_ITER = 20  # L-BFGS-B iterations of one width step
 
 
@@ -679,13 +680,17 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
         last = tr[-1]
         if rounds == max_rounds:
             break
+        x0 = np.log(np.atleast_1d(np.asarray(basis.kernel.width, float)))
         res = optimize.minimize(
-            _width_objective, np.log(np.atleast_1d(np.asarray(basis.kernel.width, float))),
-            jac=True, method="L-BFGS-B", args=(basis, X, t, active, alpha, beta),
-            bounds=log_bounds, options={"maxiter": WIDTH_STEP_MAX_ITER})
+            _width_objective, x0, jac=True, method="L-BFGS-B",
+            args=(basis, X, t, active, alpha, beta), bounds=log_bounds,
+            options={"maxiter": WIDTH_STEP_MAX_ITER})
         basis = with_log_width(basis, res.x)
         trace.append(-float(res.fun))
         warm = (active, alpha, beta)
+        if np.max(np.abs(res.x - x0)) < WIDTH_STEP_TOL:
+            width_converged = True
+            break
     if not width_converged:
         notes.append(f"the kernel widths were still moving after max_rounds={max_rounds} "
                      f"rounds of sparse fit and width step (the last raised the log evidence "
