@@ -13,6 +13,7 @@ import xarray as xr
 from sparsebayes.models import SamplingWarning
 
 from .numerics import check_positive_int, warn_user
+from .progress import compiling, sampler_callback
 
 __all__ = ["SAMPLERS", "check_tune", "clear_compiled", "diagnose", "normalise_sample_stats",
            "run_sampler"]
@@ -76,7 +77,8 @@ def _compile_nutpie(model, key):
             first[name].set_value(value)
         return compiled.with_data(**{k: v for k, v in data.items() if k in known}), 0.0
     start = time.perf_counter()
-    compiled = nutpie.compile_pymc_model(model)
+    with compiling(f"nutpie's NUTS sampler of a {key[0]} model of this shape"):
+        compiled = nutpie.compile_pymc_model(model)
     elapsed = time.perf_counter() - start
     COMPILED[key] = (compiled, model)
     return compiled, elapsed
@@ -92,9 +94,11 @@ def run_sampler(model, sampler, *, draws, tune, chains, cores, seed, target_acce
 
         compiled, t_compile = _compile_nutpie(model, key)
         start = time.perf_counter()
+        logged = None if progressbar else sampler_callback("nuts", draws + tune, chains)
         tr = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, cores=cores,
                            seed=seed, target_accept=target_accept, progress_bar=progressbar,
-                           save_warmup=False, adaptation=adaptation)
+                           save_warmup=False, adaptation=adaptation,
+                           progress_callback=logged)
         t_sample = time.perf_counter() - start
     else:
         if sampler in ("numpyro", "blackjax"):

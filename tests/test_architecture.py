@@ -15,7 +15,7 @@ PACKAGES = {"models": "sparsebayes.models", "inference": "sparsebayes.inference"
 # lowest first; a module may import from its own layer and the layers before it
 LAYERS = [
     ("models", r"sparsebayes\.models(\..*)?"),
-    ("core", r"sparsebayes\.inference\.(numerics|results|likelihoods|samplers)"),
+    ("core", r"sparsebayes\.inference\.(numerics|results|likelihoods|samplers|progress)"),
     ("predictive", r"sparsebayes\.inference\.predictive(\..*)?"),
     ("rvm", r"sparsebayes\.inference\.rvm(\..*)?"),
     ("gp", r"sparsebayes\.inference\.gp(\..*)?"),

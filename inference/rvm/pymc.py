@@ -11,8 +11,6 @@ over ``w``, so it integrates ``alpha`` out instead: ``w`` with its marginal Stud
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import sys
 import time
 
@@ -29,6 +27,7 @@ from sparsebayes.models.pymc_models import (
 
 from ..likelihoods import likelihood_for
 from ..numerics import check_positive_int, one_blas_thread, show_progress, warn_user
+from ..progress import quiet
 from ..results import gaussian_log_likelihood, make_datatree, relevance_counts
 from ..samplers import SAMPLERS, check_tune, diagnose, run_sampler
 from .diagnostics import pymc_vi_khat
@@ -251,6 +250,8 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
     adaptation : nutpie's mass-matrix adaptation, "diag" or "low_rank".
     progressbar : the sampler's progress bar (nutpie's or PyMC's); ``None``: on in an
         interactive session, off under CI or without a terminal (:func:`show_progress`).
+        Without a bar, nutpie's progress goes to the log (logger ``"sparsebayes"``, a line
+        at every tenth of the draws; :mod:`~sparsebayes.inference.progress`).
     """
     if adaptation not in ("diag", "low_rank"):
         raise ValueError(f"adaptation must be 'diag' or 'low_rank', got {adaptation!r}")
@@ -362,19 +363,6 @@ def _start_point(problem, model) -> dict:
     return start
 
 
-@contextlib.contextmanager
-def _quiet_vi_log():
-    """Silence pm.fit's INFO lines ("Interrupted at 1,499 [4%]: Average Loss = ..." when
-    :class:`ElboConvergence` stops it): _fit_vi says what happened itself."""
-    log = logging.getLogger("pymc.variational.inference")
-    level = log.level
-    log.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        log.setLevel(level)
-
-
 VI_LEARNING_RATE = 0.01  # Adam's step on q's mean (see vi_optimizer)
 
 
@@ -431,7 +419,9 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
     rate = VI_LEARNING_RATE if learning_rate is None else float(learning_rate)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
     start_time = time.perf_counter()
-    with one_blas_thread(), model, _quiet_vi_log():
+    with one_blas_thread(), model, quiet("pymc.variational.inference"):
+        # pm.fit's "Interrupted at 1,499 [4%]: Average Loss = ..." when ElboConvergence
+        # stops it: _fit_vi says what happened itself
         for attempt in (0, 1):  # a NaN: once more at a tenth of the rate
             callback = ElboConvergence(window=window, tol=tol)
             try:

@@ -1,0 +1,156 @@
+"""What a long fit says while it runs, in one place: a start line (method and size) and an
+end line (time) as :mod:`logging` records of the logger ``"sparsebayes"``, periodic progress
+lines from the samplers when no progress bar is shown, and compilation announced once per
+process ("compiling ... (once per install/process)" and the time it took).
+
+In a terminal or a notebook the samplers show their own bars (``tqdm.auto`` style, see
+:func:`~sparsebayes.inference.numerics.show_progress`); the log records are there in every
+case. As PyMC does for its logger, the records are printed to stderr when the program has
+configured no logging itself; ``logging.getLogger("sparsebayes").setLevel(logging.WARNING)``
+silences them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+
+__all__ = ["logger", "fit_logged", "compiling", "sampler_callback", "quiet", "describe",
+           "LONG_METHODS", "LONG_N", "LONG_SECONDS"]
+
+logger = logging.getLogger("sparsebayes")
+if not logging.root.handlers and not logger.handlers:  # PyMC's default for its own logger
+    logger.setLevel(logging.INFO)
+    logger.addHandler(logging.StreamHandler())
+
+LONG_METHODS = ("nuts", "advi", "fullrank_advi")  # always seconds or more: start line at INFO
+LONG_N = 1000  # so is any fit on this many points or more, or one that learns kernel widths
+LONG_SECONDS = 5.0  # any other fit that took longer logs its end line at INFO
+STEPS = 10  # progress lines per sampling run when no bar is shown
+
+_STATE = {"announced": False, "explicit": 0}  # numba compilation announced; inside compiling()
+
+
+def describe(problem) -> str:
+    """``"RVMRegression, N=100, M=101"``: the problem's class and size."""
+    size = f"N={problem.X.shape[0]}" if hasattr(problem, "X") else ""
+    basis = getattr(problem, "basis", None)
+    if basis is not None and hasattr(basis, "n_columns"):
+        size += f", M={basis.n_columns}"
+    return f"{type(problem).__name__}, {size}" if size else type(problem).__name__
+
+
+class _NumbaCompiles:
+    """Listener of numba's ``"numba:compile"`` events (fired on a real compilation, not on a
+    load from numba's on-disk cache): announces the first one of the process and sums the
+    time of the outermost ones."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.start = 0.0
+        self.seconds = 0.0
+
+    def on_start(self, event) -> None:
+        if self.depth == 0:
+            self.start = time.perf_counter()
+            if not _STATE["announced"] and not _STATE["explicit"]:
+                _STATE["announced"] = True
+                logger.info("compiling numba kernels (once per install/process: later "
+                            "processes load them from numba's cache)")
+        self.depth += 1
+
+    def on_end(self, event) -> None:
+        self.depth -= 1
+        if self.depth == 0:
+            self.seconds += time.perf_counter() - self.start
+
+
+def _listener():
+    """A :class:`_NumbaCompiles` installed as a numba listener (a no-op without numba)."""
+    try:
+        from numba.core import event
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return contextlib.nullcontext(None)
+    watch = _NumbaCompiles()
+    listener = type("Listener", (event.Listener,), {
+        "on_start": lambda self, ev: watch.on_start(ev),
+        "on_end": lambda self, ev: watch.on_end(ev)})()
+    return _installed(event, listener, watch)
+
+
+@contextlib.contextmanager
+def _installed(event, listener, watch):
+    with event.install_listener("numba:compile", listener):
+        yield watch
+
+
+@contextlib.contextmanager
+def fit_logged(method: str, problem):
+    """Log the start of ``fit(problem, method)`` with its size and its end with the time
+    (INFO for :data:`LONG_METHODS`, :data:`LONG_N` points or more, learned widths, and for
+    an end after :data:`LONG_SECONDS`; DEBUG otherwise), and the time numba spent
+    compiling during it."""
+    what = f"{method} fit of {describe(problem)}"
+    X = getattr(problem, "X", None)
+    long = (method in LONG_METHODS or bool(getattr(problem, "learn_width", False))
+            or (X is not None and X.shape[0] >= LONG_N))
+    logger.log(logging.INFO if long else logging.DEBUG, "%s: started", what)
+    start = time.perf_counter()
+    with _listener() as watch:
+        yield
+    elapsed = time.perf_counter() - start
+    if watch is not None and watch.seconds > 0:
+        logger.info("numba compiled for %.1f s during this fit (once per install/process)",
+                    watch.seconds)
+    level = logging.INFO if long or elapsed > LONG_SECONDS else logging.DEBUG
+    logger.log(level, "%s: done in %.1f s", what, elapsed)
+
+
+@contextlib.contextmanager
+def compiling(what: str):
+    """Announce the compilation of ``what`` ("compiling ... (once per install/process)")
+    and log the time it took; numba's own announcement stays quiet inside."""
+    logger.info("compiling %s (once per install/process) ...", what)
+    start = time.perf_counter()
+    _STATE["explicit"] += 1
+    _STATE["announced"] = True  # numba's lazy pieces of it follow: no second announcement
+    try:
+        yield
+    finally:
+        _STATE["explicit"] -= 1
+    logger.info("compiled %s in %.1f s", what, time.perf_counter() - start)
+
+
+def sampler_callback(what: str, total: int, chains: int):
+    """A nutpie ``progress_callback`` (one list of per-chain progress per call) that logs
+    ``what: 40% (3200 of 8000 draws, 0 divergences)`` at every tenth of ``total`` draws per
+    chain x ``chains``; thread-safe enough for nutpie's background thread (one int)."""
+    done_steps = {"n": 0}
+    grand = total * chains
+
+    def callback(progress) -> None:
+        finished = sum(int(p.finished_draws) for p in progress)
+        step = min(STEPS, finished * STEPS // max(grand, 1))
+        if step > done_steps["n"]:
+            done_steps["n"] = step
+            divergences = sum(int(p.divergences) for p in progress)
+            logger.info("%s: %d%% (%d of %d draws, %d divergences)", what,
+                        100 * step // STEPS, finished, grand, divergences)
+
+    return callback
+
+
+@contextlib.contextmanager
+def quiet(*names: str, level: int = logging.WARNING):
+    """Raise the loggers ``names`` to at least ``level`` inside (e.g. under a study's
+    progress bar, whose lines INFO records would break)."""
+    logs = [logging.getLogger(n) for n in names]
+    before = [log.level for log in logs]
+    for log, old in zip(logs, before, strict=True):
+        log.setLevel(max(old, level))
+    try:
+        yield
+    finally:
+        for log, old in zip(logs, before, strict=True):
+            log.setLevel(old)
