@@ -16,18 +16,21 @@ import numpy as np
 import xarray as xr
 
 from sparsebayes.models import GammaPrior
+from sparsebayes.models.priors import PRIOR_NAMES
 
-from . import groups
+from . import groups, progress
 from .gp import classification as gp_classification
 from .gp import regression as gp_regression
-from .numerics import unknown_names
+from .numerics import check_positive_int, show_progress, unknown_names
 from .predictive import classification as class_predictive
 from .predictive import regression as regression_predictive
 from .results import library_versions
 from .rvm import evidence, laplace, vrvm, vrvm_classification, widths
 from .rvm import pymc as rvm_pymc
+from .samplers import SAMPLERS, check_tune
 
-__all__ = ["fit", "predict", "fit_options", "FIT_METHODS", "PREDICT_KINDS"]
+__all__ = ["fit", "predict", "fit_options", "check_fit_options", "FIT_METHODS",
+           "OPTION_CHECKS", "PREDICT_KINDS"]
 
 # problem kind -> method -> fn(problem, *, seed, **options)
 FIT_METHODS: dict[str, dict[str, Callable]] = {
@@ -83,6 +86,89 @@ def fit_options(kind: str, method: str) -> tuple[str, ...]:
     return tuple(sorted((names | set(_FIT_OWN)) - {"seed"}))
 
 
+def _choice(*choices):
+    def check(name, value, _options):
+        if not isinstance(value, str) or value not in choices:
+            raise ValueError(f"unknown {name} {value!r}; {name} must be one of "
+                             f"{list(choices)}")
+    return check
+
+
+def _number(low: float, high: float = np.inf, closed_low: bool = False):
+    def check(name, value, _options):
+        ok = isinstance(value, int | float | np.integer | np.floating) \
+            and not isinstance(value, bool | np.bool_) \
+            and (low <= value if closed_low else low < value) \
+            and (value < high if np.isfinite(high) else not np.isnan(value))
+        if not ok:
+            where = ("a positive number" if (low, high, closed_low) == (0, np.inf, False)
+                     else f"a number in {'[' if closed_low else '('}{low:g}, {high:g}"
+                     + ("]" if np.isinf(high) else ")"))
+            raise ValueError(f"{name} must be {where}, got {value!r}")
+    return check
+
+
+def _flag(name, value, _options):
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
+def _prior(name, value, _options):  # what models.priors.resolve_prior takes
+    if isinstance(value, str) and value not in PRIOR_NAMES:
+        raise ValueError(f"{name} must be a GammaPrior, None or one of {sorted(PRIOR_NAMES)}, "
+                         f"got {value!r}")
+    if not isinstance(value, GammaPrior | str):
+        raise TypeError(f"{name} must be a GammaPrior, a prior name or None, got "
+                        f"{type(value).__name__}")
+
+
+def _positive_int(name, value, _options):
+    check_positive_int(name, value)
+
+
+# option name -> check(name, value, options) of its value, for every keyword option of every
+# method in FIT_METHODS (tests/test_fit_options.py holds it to that): fit runs them before
+# any work and a study before any cell (sparsebayes.inference.study.specs). ``None`` is taken
+# where the method's default is ``None``; the methods keep their own checks for direct calls.
+OPTION_CHECKS: dict[str, Callable[[str, Any, dict[str, Any]], None]] = {
+    **dict.fromkeys(("draws", "chains", "cores", "max_iter", "window", "restarts"),
+                    _positive_int),
+    "tune": lambda name, value, options: check_tune(value, options.get("sampler") or "nutpie"),
+    **dict.fromkeys(("tol", "learning_rate"), _number(0.0)),
+    "max_seconds": _number(0.0, closed_low=True),  # 0: always say the expected time
+    **dict.fromkeys(("target_accept", "relevance"), _number(0.0, 1.0)),
+    "alpha_min": _number(0.0, 1.0, closed_low=True),
+    "sampler": _choice(*SAMPLERS),
+    "adaptation": _choice("diag", "low_rank"),
+    "likelihood": _choice("bernoulli", "softmax"),
+    "alpha": _choice("per-class", "shared"),
+    "softmax_bound": _choice(*vrvm_classification.SOFTMAX_BOUNDS),
+    "backend": _choice("numpy", "pytensor"),
+    **dict.fromkeys(("collapsed", "warn", "local_search", *_FIT_OWN), _flag),
+    "progressbar": lambda name, value, options: show_progress(value),
+    "prior": _prior,
+    "width_bounds": lambda name, value, options: evidence.check_width_bounds(value),
+}
+
+
+def check_fit_options(kind: str, method: str, options: dict[str, Any],
+                      where: str | None = None) -> None:
+    """``TypeError`` for an option ``fit(problem, method, **options)`` does not take on a
+    ``kind`` problem, ``ValueError`` (naming it) for a bad value, by :data:`OPTION_CHECKS`:
+    the checks ``fit`` runs before any work, so a study refuses a bad method spec before any
+    cell runs."""
+    valid = fit_options(kind, method)
+    bad = set(options) - set(valid)
+    if bad:
+        raise TypeError(unknown_names("option", bad, valid, where or f"fit(..., {method!r}) "
+                                      f"of a {kind} problem"))
+    params = inspect.signature(FIT_METHODS[kind][method]).parameters
+    for name, value in options.items():
+        if value is None and (name not in params or params[name].default is None):
+            continue
+        OPTION_CHECKS[name](name, value, options)
+
+
 def fit(problem, method: str = "evidence", *, seed: int | None = None,
         posterior_predictive: bool = False, prior_predictive: bool = False,
         **options: Any) -> xr.DataTree:
@@ -116,14 +202,14 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
         )
     if seed is not None and (not isinstance(seed, int | np.integer) or seed < 0):
         raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
-    bad = set(options) - set(fit_options(kind, method))
-    if bad:
-        raise TypeError(unknown_names("option", bad, fit_options(kind, method),
-                                      f"fit(..., {method!r}) of a {type(problem).__name__}"))
+    check_fit_options(kind, method, {"posterior_predictive": posterior_predictive,
+                                      "prior_predictive": prior_predictive, **options},
+                      f"fit(..., {method!r}) of a {type(problem).__name__}")
     if kind in ("regression", "classification"):
         widths.check_width(problem)  # a Gaussian width far off the inputs' scale, either way
     start = time.perf_counter()
-    post = FIT_METHODS[kind][method](problem, seed=seed, **options)
+    with progress.fit_logged(method, problem):
+        post = FIT_METHODS[kind][method](problem, seed=seed, **options)
     post.attrs.update(
         method=method,
         seed=-1 if seed is None else int(seed),

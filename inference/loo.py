@@ -83,6 +83,11 @@ WARM_REFITS = {
                                                None),
 }
 # the optimistic estimator of each kind's point results (never the default)
+# what an optimistic estimator holds fitted to all N points, by problem kind (for messages)
+FITTED_TO_ALL = {"regression": "the RVM's alpha, beta and pruning",
+                 "classification": "the RVM's alpha and pruning",
+                 "gp": "the GP's length scales, signal sd and noise sd",
+                 "gp_classification": "the GP's length scales and signal sd"}
 OPTIMISTIC = {"regression": "gaussian", "gp": "gaussian", "classification": "cavity",
               "gp_classification": "cavity"}
 # the largest training set whose point results get the exact LOO by default (N refits);
@@ -424,6 +429,7 @@ def loo(post: xr.DataTree, estimator: str | None = None, *, pointwise: bool = Tr
         refits: the elpd of a fit to ``(folds - 1) / folds`` of the points) or the optimistic
         estimate at the fitted hyperparameters ("gaussian" for regression, GPML eq. 5.12;
         "cavity" for classification, Vehtari et al. 2016's Laplace LOO).
+
     The result's ``estimator`` says which ran, ``seconds`` how long it took, ``optimistic``
     whether it holds anything fitted to all the points.
     """
@@ -457,6 +463,7 @@ def loo(post: xr.DataTree, estimator: str | None = None, *, pointwise: bool = Tr
             elpd_i = _optimistic_loo(post)
         res = _elpd_data(post, elpd_i, _in_sample_lppd(post), pointwise)
     res.estimator = estimator
+    res.problem_kind = kind
     res.optimistic = estimator == optimistic
     res.folds = folds if estimator == "kfold" else None
     res.refits = None if estimator in ("psis", optimistic) else (
@@ -509,10 +516,12 @@ def loo_compare(posts: Mapping[str, xr.DataTree], **kwargs):
     est = {k: getattr(v, "estimator", "psis") for k, v in res.items()}
     optimistic = sorted(k for k, v in res.items() if getattr(v, "optimistic", False))
     if optimistic and len(optimistic) < len(res):
+        fitted = sorted({FITTED_TO_ALL.get(getattr(res[k], "problem_kind", None),
+                                           "the hyperparameters") for k in optimistic})
         raise ValueError(
             f"{optimistic} hold an optimistic LOO (estimator "
-            f"{sorted({est[k] for k in optimistic})}: the hyperparameters and the pruning are "
-            "fitted to all points) and cannot be ranked against the other rows; use "
+            f"{sorted({est[k] for k in optimistic})}: {'; '.join(fitted)} fitted to all "
+            "points) and cannot be ranked against the other rows; use "
             "loo(post, 'refit') (exact) or loo(post, 'kfold') for them")
     kinds = {"kfold" if e == "kfold" else "loo" for e in est.values()}
     if len(kinds) > 1:

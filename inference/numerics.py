@@ -182,7 +182,7 @@ def covariance_root(cov: np.ndarray) -> np.ndarray:
 
 def gaussian_draws(mean: np.ndarray, cov: np.ndarray, shape: int | tuple[int, ...],
                    rng: np.random.Generator) -> np.ndarray:
-    """Draws of ``N(mean, cov)`` with leading ``shape``: (*shape, n), through
+    """Draws of ``N(mean, cov)`` with leading ``shape``: ``(*shape, n)``, through
     :func:`covariance_root`."""
     shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
     return mean + rng.standard_normal((*shape, mean.size)) @ covariance_root(cov).T

@@ -29,6 +29,7 @@ __all__ = [
     "available",
     "catalogue",
     "missing_files",
+    "missing_message",
     "random_split",
     "standardise",
     "DataInfo",
@@ -55,6 +56,50 @@ FILES = {
     "usps": ("usps.npz",),
     **{name: (f"{name}.npz",) for name in IDA_SETS},
 }
+
+
+# where the files of FILES come from (the data folder's README has the full provenance)
+_IDA = ("Rätsch's IDA benchmark repository (realisations 1-10; the ASCII files "
+        "<name>_{train,test}_{data,labels}_<k>.asc, e.g. of the GitHub repository "
+        "fernando2393/Relevance-Vector-Machine, packed as one .npz: X, y, train_idx, test_idx, "
+        "split_ids)")
+SOURCES = {
+    "ripley": "Ripley's synth.tr / synth.te (PRNN book data, R package MASS) as CSV with the "
+              "header xs,ys,yc",
+    "boston": "scikit-learn 1.1.3's sklearn/datasets/data/boston_house_prices.csv without its "
+              "first line (removed from scikit-learn in 1.2)",
+    "pima_ripley": "Ripley's pima.tr / pima.te (R package MASS: Pima.tr, Pima.te) as CSV, "
+                   "type Yes/No recoded 1/0",
+    "pima_uci": "the UCI pima-indians-diabetes.data with a header line",
+    "haberman": "the UCI haberman.data with a header line",
+    "kin40k": "the KIN40K 10000/30000 split (Schwaighofer & Tresp 2003; e.g. the GitHub "
+              "repository trungngv/fgp, data/kin40k) as one .npz: X_train, y_train, X_test, "
+              "y_test",
+    "usps": "the USPS digits' 7291/2007 split (usps.h5 repack, e.g. of "
+            "fernando2393/Relevance-Vector-Machine) as one .npz: X_train, y_train, X_test, "
+            "y_test",
+    **dict.fromkeys(IDA_SETS, _IDA),
+}
+
+
+def missing_message(name: str, data_dir: str | os.PathLike | None = None) -> str | None:
+    """``None`` if every file of data set ``name`` (:data:`FILES`) is in the data folder,
+    else what to do: the missing files, the folder searched (or that none was given), how to
+    give one (``--data-dir`` / ``data_dir=``, or ``$SPARSEBAYES_DATA``) and where such files
+    come from (:data:`SOURCES`)."""
+    folder, missing = missing_files(name, data_dir)
+    if not missing:
+        return None
+    if folder is not None:
+        where = f"not found in the data folder {folder.resolve()}"
+    else:
+        raw = data_dir if data_dir is not None else os.environ.get("SPARSEBAYES_DATA")
+        where = ("no data folder given (neither --data-dir / data_dir=... nor "
+                 "$SPARSEBAYES_DATA is set)" if raw is None
+                 else f"the data folder {Path(raw).expanduser()} does not exist")
+    return (f"data set {name!r} needs the file(s) {', '.join(missing)}: {where}. Put them in "
+            "a folder and pass it with --data-dir DIR (data_dir=DIR in Python) or set "
+            f"SPARSEBAYES_DATA=DIR. {name} files: {SOURCES.get(name, 'see the data README')}.")
 
 
 def sinc_function(x) -> np.ndarray:
@@ -145,11 +190,13 @@ def data_dir(path: str | os.PathLike | None = None) -> Path:
 
 
 def _file(name: str, path) -> Path:
-    d = data_dir(path)
-    f = d / name
-    if not f.is_file():
-        raise FileNotFoundError(f"data file {name} not found in {d.resolve()}")
-    return f
+    """The data file ``name`` in the data folder, else ``FileNotFoundError`` saying where
+    to put it and where it comes from (:func:`missing_message`)."""
+    dataset = next(k for k, files in FILES.items() if name in files)
+    message = missing_message(dataset, path)
+    if message is not None:
+        raise FileNotFoundError(message)
+    return data_dir(path) / name
 
 
 def _csv(name: str, path) -> tuple[np.ndarray, list[str]]:

@@ -95,7 +95,8 @@ def test_missing_file_says_which_and_where(tmp_path, monkeypatch):
     monkeypatch.delenv("SPARSEBAYES_DATA", raising=False)
     with pytest.raises(FileNotFoundError, match="SPARSEBAYES_DATA"):
         datasets.load_boston()
-    with pytest.raises(FileNotFoundError, match=r"boston\.csv not found in .*"):
+    with pytest.raises(FileNotFoundError, match=r"boston\.csv: not found in the data "
+                       r"folder .*SPARSEBAYES_DATA.*scikit-learn 1\.1\.3"):
         datasets.load_boston(data_dir=tmp_path)
     assert datasets.available(tmp_path)["boston"].startswith("missing: boston.csv")
     with pytest.raises(ValueError, match="unknown IDA"):

@@ -261,7 +261,7 @@ def test_refusals_name_the_argument():
 
 
 def test_readme_loo_block_runs_and_refits_the_evidence_fit():
-    text = (Path(__file__).parents[1] / "README.md").read_text()
+    text = (Path(__file__).parents[1] / "docs" / "guide" / "loo.md").read_text()
     block = re.search(r"<!-- loo-example -->\s*```python\n(.*?)```", text, re.S).group(1)
     scope: dict = {}
     with warnings.catch_warnings():

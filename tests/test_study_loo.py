@@ -146,6 +146,7 @@ def test_loo_option_chooses_or_skips_the_estimator(monkeypatch):
         raise ValueError("stop here")
 
     monkeypatch.setattr(inference, "loo", fake)
+    monkeypatch.setattr(cells, "warm_up", lambda *args: 0.0)  # its own LOO call aside
     cells.run_cell(_cell("rvm/evidence:loo=kfold"))
     cells.run_cell(_cell("rvm/evidence"))
     assert asked == ["kfold", None]

@@ -210,12 +210,22 @@ def test_one_colour_per_method_across_the_report():
     assert len({tuple(v) for v in many.values()}) == 13
 
 
-def test_a_study_whose_cells_all_fail_reports_the_errors(tmp_path):
-    """Every cell fails (a bad width is refused before any cell runs, so: an option value
-    only the fit checks); the report lists each cell's error instead of crashing."""
+def test_a_study_whose_cells_all_fail_reports_the_errors(tmp_path, monkeypatch):
+    """Every cell fails (bad option values are refused before any cell runs, so: a fit that
+    raises); the report lists each cell's error instead of crashing."""
+    import functools
+
+    from sparsebayes.inference import api
+
+    method = api.FIT_METHODS["regression"]["evidence"]
+
+    @functools.wraps(method)  # keeps its signature: the options are still checked
+    def failing(*args, **kwargs):
+        raise np.linalg.LinAlgError("matrix not positive definite")
+
+    monkeypatch.setitem(api.FIT_METHODS["regression"], "evidence", failing)
     out = tmp_path / "fail"
-    t = st.run_study("sinc:n_train=20:n_test=20", "rvm/evidence:max_iter=0", 2, out,
-                     progress=False)
+    t = st.run_study("sinc:n_train=20:n_test=20", "rvm/evidence", 2, out, progress=False)
     assert (t["status"] != "ok").all()
     md = write_report(out).read_text()
     assert "No cell of this data set finished." in md
@@ -237,3 +247,82 @@ def test_marked_vectors_equal_the_tables_count(tmp_path):
             marked = f["relevant_x"].shape[0]
         method = "rvm/vrvm" if "vrvm" in str(cell) else "rvm/evidence"
         assert marked == t.loc[t["method"] == method, "n_relevant"].iloc[0], method
+
+
+def test_report_defines_its_terms_and_the_references_basis():
+    """Issue 33 item 4: every column of the tables and each term of the conclusions is
+    defined where it appears; the NUTS reference's basis (30 k-means centres) is said beside
+    the others' (every training point), since the ratios then compare bases too."""
+    from sparsebayes.inference.study.report import TERMS, conclusions, summary_table
+
+    rows = []
+    for s in range(3):
+        for m, sd, centres in [("rvm/nuts", 0.20, 30), ("rvm/advi", 0.16, 50),
+                               ("rvm/evidence", 0.19, 100)]:
+            rows.append({"dataset": "d", "split": s, "method": m, "task": "regression",
+                         "status": "ok", "pred_sd": sd, "n_centres": centres,
+                         "mse": sd + 0.01 * s, "nlpd": -sd - 0.01 * s,
+                         "mae": sd, "rmse": sd, "coverage95": 0.95, "fit_seconds": 1.0,
+                         "compile_seconds": 2.0 if s == 0 else 0.0, "n_relevant": 5})
+    t = pd.DataFrame(rows)
+    text = next(c for c in conclusions(t, "d", "regression")
+                if c.startswith("**Posteriors**"))
+    assert ("the full posterior of the RVM on 30 candidate centres (a k-means dictionary), "
+            "while `rvm/advi` 50, `rvm/evidence` 100") in text
+    assert "not the same basis" in text and "(the full posterior)" not in text
+    same = t.assign(n_centres=30)
+    text = next(c for c in conclusions(same, "d", "regression")
+                if c.startswith("**Posteriors**"))
+    assert "the full posterior on the same 30 candidate centres" in text
+    # every column heading of the summary table is a defined term
+    columns = set(summary_table(t, "d").columns) - {"method"}
+    defined = {part.strip() for key in TERMS for part in key.split("/")}
+    assert columns <= defined | {"RMSE", "MAE"}, columns - defined
+    assert summary_table(t, "d").iloc[0]["compile s (total)"] == "2.00"  # the sum
+
+
+def test_generated_report_defines_every_term_it_uses(tmp_path):
+    """A written report: each term the issue found undefined is explained in the text."""
+    out = tmp_path / "terms"
+    st.run_study("sinc:n_train=20:n_test=20", "rvm/evidence,gp/evidence", 2, out,
+                 progress=False)
+    md = write_report(out).read_text()
+    for term, definition in [("NLPD", "mean negative log predictive density"),
+                             ("compile s (total)", "seconds of compilation"),
+                             ("relevance vectors", "'–' for a GP"),
+                             ("Kendall's tau", "the rank correlation of the two orders"),
+                             ("## Terms", "max R-hat"),
+                             ("`n<2`", "fewer than two common splits"),
+                             ("`equal`", "the same loss on every common split"),
+                             ("Holm", "Holm-adjusted"),
+                             ("LOO elpd per point", "Vehtari, Gelman & Gabry 2017")]:
+        assert term in md and definition in md, term
+
+
+def test_first_cell_compilation_is_reported_apart_from_its_fit(tmp_path, monkeypatch):
+    """A study whose first fit compiles: the compilation (here a stand-in that sleeps on a
+    method's first call in the process, as numba's JIT does) is in compile_seconds, timed by
+    the warm-up, and not in fit_seconds; later cells compile nothing."""
+    import functools
+    import time
+
+    from sparsebayes.inference import api
+    from sparsebayes.inference.study import cells
+
+    method = api.FIT_METHODS["regression"]["evidence"]
+    compiled = []
+
+    @functools.wraps(method)
+    def compiling(*args, **kwargs):
+        if not compiled:
+            time.sleep(3.0)  # the first call compiles
+            compiled.append(True)
+        return method(*args, **kwargs)
+
+    monkeypatch.setitem(api.FIT_METHODS["regression"], "evidence", compiling)
+    monkeypatch.setattr(cells, "_WARM", set())
+    t = st.run_study("sinc:n_train=30:n_test=20", "rvm/evidence:loo=false", 3, None,
+                     progress=False)
+    assert (t["status"] == "ok").all()
+    assert t["compile_seconds"].iloc[0] >= 3.0 and (t["compile_seconds"].iloc[1:] == 0).all()
+    assert (t["fit_seconds"] < 3.0).all()

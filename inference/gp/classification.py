@@ -294,8 +294,7 @@ def fit_evidence(problem: GPClassification, *, seed: int | None = None, restarts
             "converged": int(converged),
             "n_iter": int(sum(r[3] for r in runs)),
             "restarts": len(runs),
-            "n_relevant": -1,
-            "optimise_seconds": time.perf_counter() - start,
+                "optimise_seconds": time.perf_counter() - start,
             "default_predict_kind": "laplace",
             "hyperparameters": "point estimates (type-II ML); f drawn from the Laplace "
                                "Gaussian",
@@ -497,7 +496,7 @@ def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int =
               "X": ["obs", "feature"]})
     dt.attrs.update({
         "problem_kind": "gp_classification", "classes": classes_json(problem.classes),
-        "n_relevant": -1, "default_predict_kind": "nuts", "sampler": "nutpie",
+        "default_predict_kind": "nuts", "sampler": "nutpie",
         "draws": draws, "tune": tune, "chains": chains, "compile_time": t_compile,
         "sampling_time": t_sample,
         "prior": "length_scale_d ~ LogNormal(ln sd(x_d), 1), signal_sd ~ HalfNormal(2)",

@@ -281,7 +281,6 @@ def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
         "covariance": "signal_sd^2 exp(-sum_d (x_d - x'_d)^2 / (2 length_scale_d^2)) + "
                       "noise_sd^2 delta (zero mean)",
         "fixed": ",".join(fixed) or "none",
-        "n_relevant": -1,
         "default_predict_kind": "gp",
         **attrs,
     }

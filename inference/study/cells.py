@@ -4,7 +4,6 @@ from (study seed, data set, split, method) only, so every executor gives the sam
 
 from __future__ import annotations
 
-import logging
 import time
 import traceback
 import warnings
@@ -81,8 +80,8 @@ def _plot_grid(split: Split, task: str) -> np.ndarray | None:
     if task == REGRESSION and X.shape[1] == 1:
         return np.linspace(lo[0] - pad[0], hi[0] + pad[0], 300)[:, None]
     if task == CLASSIFICATION and X.shape[1] == 2:
-        g0 = np.linspace(lo[0] - pad[0], hi[0] + pad[0], 120)
-        g1 = np.linspace(lo[1] - pad[1], hi[1] + pad[1], 120)
+        g0 = np.linspace(lo[0] - pad[0], hi[0] + pad[0], 60)  # a sampled posterior's
+        g1 = np.linspace(lo[1] - pad[1], hi[1] + pad[1], 60)  # predictive: every draw
         return np.stack(np.meshgrid(g0, g1), -1).reshape(-1, 2)
     return None
 
@@ -232,13 +231,14 @@ def run_cell(cell: Cell) -> dict[str, Any]:
     ``"_posterior"`` (the DataTree)."""
     from sparsebayes.inference.numerics import blas_threads
 
+    start = time.perf_counter()
     record: dict[str, Any] = {**cell.key, "task": cell.data.info.task, "status": "ok",
                               "error": "", "fit_seed": cell.fit_seed}
-    pymc_log = logging.getLogger("pymc")  # its INFO lines would break the progress bar
-    level = pymc_log.level
-    pymc_log.setLevel(max(level, logging.WARNING))
+    from sparsebayes.inference.progress import quiet
+
+    # PyMC's and our INFO lines would break the study's progress bar
     with warnings.catch_warnings(record=True) as caught, \
-            blas_threads(cell.blas_threads):
+            blas_threads(cell.blas_threads), quiet("pymc", "sparsebayes"):
         warnings.simplefilter("always")
         try:
             record.update(_run(cell))
@@ -249,15 +249,58 @@ def run_cell(cell: Cell) -> dict[str, Any]:
             record["status"] = "failed"
             record["error"] = f"{type(exc).__name__}: {exc}"
             record["traceback"] = traceback.format_exc(limit=20)
-        finally:
-            pymc_log.setLevel(level)
     from sparsebayes.models import SparseBayesWarning
 
     ours = [w for w in caught if issubclass(w.category, SparseBayesWarning)]
+    record["cell_seconds"] = time.perf_counter() - start  # the whole cell, figures too
     record["n_warnings"] = len(ours)
     record["warnings"] = " | ".join(sorted({f"{w.category.__name__}: {w.message}"
                                             for w in ours}))
     return record
+
+
+_WARM: set[tuple[str, str]] = set()  # (problem kind, method label) run in this process
+# a warm-up fit's options, where the method takes them: few draws, one restart, and ADVI's
+# optimisation cut short (it compiles in the first step)
+_WARM_OPTIONS = {"draws": 10, "chains": 1, "restarts": 1, "max_iter": 200}
+
+
+def warm_up(cell: Cell, kind: str, pkind: str | None, split: Split, width: float,
+            runner: dict[str, Any], opts: dict[str, Any]) -> float:
+    """The seconds of this method's first use in this process, timed apart from every
+    cell's fit: a fit on the training split (with few draws, one restart, ADVI's
+    optimisation cut short) and its prediction, and the leave-one-out of a fit on a few
+    training rows (30 for regression, 15 a class), which pay the numba and PyTensor
+    compilations the cell's own fit would (on a fresh machine, the disk caches' too). 0
+    when this process has run the method before. NUTS is not warmed up: its sampler times
+    its own compilation (the result's ``compile_time``, paid once per model and data
+    shape)."""
+    from sparsebayes.inference.api import fit, fit_options, predict
+
+    key = (kind, cell.method.label)
+    if key in _WARM or cell.method.method == "nuts":
+        return 0.0
+    _WARM.add(key)
+    y = split.y_train
+    rows = np.arange(min(30, y.size)) if kind in ("regression", "gp") else np.concatenate(
+        [np.flatnonzero(y == c)[:15] for c in np.unique(y)])
+    valid = fit_options(kind, cell.method.method)
+    small = {**opts, **{k: (min(v, opts.get(k, v)) if k == "max_iter" else v)
+                        for k, v in _WARM_OPTIONS.items() if k in valid
+                        and (k != "max_iter" or "advi" in cell.method.method)}}
+    start = time.perf_counter()
+    with warnings.catch_warnings():  # a warm-up's warnings are no cell's
+        warnings.simplefilter("ignore")
+        try:
+            for X, t in ((split.X_train, y), (split.X_train[rows], y[rows])):
+                post = fit(_rvm_problem(kind, X, t, width, runner), cell.method.method,
+                           seed=cell.fit_seed, **small)
+                if t.size == y.size:
+                    predict(post, split.X_test, kind=pkind)
+            leave_one_out(post, t.size, pkind, runner.get("loo"))
+        except Exception:  # the cell's own fit says what is wrong
+            pass
+    return time.perf_counter() - start
 
 
 def _run_baseline(cell: Cell, split: Split, widths, grid) -> tuple[dict, dict, np.ndarray]:
@@ -329,19 +372,24 @@ def _run(cell: Cell) -> dict[str, Any]:
         kind, pkind = FAMILIES[cell.method.family][task]
         pkind = opts.pop("predict", pkind)
         runner = {k: opts.pop(k) for k in RUNNER_OPTIONS if k in opts}  # width etc. gone
-        start = time.perf_counter()
+        if "progressbar" in fit_options(kind, cell.method.method):
+            opts["progressbar"] = False  # the study shows its own bar
         width = float(widths[0])
+        warm_s = warm_up(cell, kind, pkind, split, width, runner, opts)
+        start = time.perf_counter()
         is_gp = kind in ("gp", "gp_classification")
         if widths.size > 1 and not is_gp:
             width = _cv_width(cell, kind, pkind, split, widths, runner, opts)
         problem = _rvm_problem(kind, split.X_train, split.y_train, width, runner)
-        if "progressbar" in fit_options(kind, cell.method.method):
-            opts["progressbar"] = False  # the study shows its own bar
+        # the candidate kernel centres: every training point, or a k-means dictionary
+        basis = getattr(problem, "basis", None)
+        out["n_centres"] = basis.n_kernel if basis is not None else split.X_train.shape[0]
         post = fit(problem, cell.method.method, seed=cell.fit_seed, **opts)
-        # a sampler's one-time compile apart from the fit (the first NUTS cell of a model)
+        # compilation apart from the fit: a sampler's own (the first NUTS cell of a model
+        # and data shape) or this method's first use in this process (warm_up)
         compile_s = float(post.attrs.get("compile_time", 0.0) or 0.0)
         out["fit_seconds"] = time.perf_counter() - start - compile_s
-        out["compile_seconds"] = compile_s if "compile_time" in post.attrs else np.nan
+        out["compile_seconds"] = compile_s + warm_s
         if "width" in post.attrs:  # the width used (learned by the evidence, if asked)
             w = np.atleast_1d(np.asarray(post.attrs["width"], float))
             out["width"] = float(w[0]) if w.size == 1 else float(np.exp(np.mean(np.log(w))))
@@ -351,10 +399,10 @@ def _run(cell: Cell) -> dict[str, Any]:
         pred = predict(post, split.X_test, kind=pkind)
         out["predict_seconds"] = time.perf_counter() - start
         out["probabilistic"] = 1
-        # a GP keeps every training point: no relevance vectors to count (NaN, shown "–")
-        # relevance vectors (T01's count, the bias apart); a GP's attrs say -1
-        n_rel = int(post.attrs.get("n_kernel_vectors", post.attrs.get("n_relevant", -1)))
-        out["n_relevant"] = n_rel if n_rel >= 0 else np.nan
+        # relevance vectors (T01's count, the bias apart); a GP keeps every training point
+        # and has none to count: its result has no n_relevant, the table NaN (shown "–")
+        n_rel = post.attrs.get("n_kernel_vectors", post.attrs.get("n_relevant"))
+        out["n_relevant"] = np.nan if n_rel is None else int(n_rel)
         out["converged"] = int(post.attrs.get("converged", 1))
         if "log_evidence" in post.attrs:
             out["log_evidence"] = float(post.attrs["log_evidence"])

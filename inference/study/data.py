@@ -23,7 +23,7 @@ from sparsebayes.models.datasets import (
     REGRESSION,
     DataInfo,
     Split,
-    missing_files,
+    missing_message,
     random_split,
 )
 
@@ -121,11 +121,9 @@ def check_files(specs, data_dir) -> None:
     for d in specs:
         if d.user is not None or not d.info.files:
             continue
-        folder, missing = missing_files(d.name, data_dir)
-        if missing:
-            where = "no data directory" if folder is None else f"not found in {folder.resolve()}"
-            raise FileNotFoundError(f"data set {d.name!r} needs {missing}, {where} (set "
-                                    "--data-dir or $SPARSEBAYES_DATA)")
+        message = missing_message(d.name, data_dir)
+        if message is not None:
+            raise FileNotFoundError(message)
 
 
 def _is_int(value) -> bool:

@@ -44,8 +44,35 @@ _SUMMARY = {
                      ("brier", "Brier", 1.0)],
 }
 _COMMON = [("n_relevant", "relevance vectors", 1.0), ("fit_seconds", "fit s", 1.0),
-           ("compile_seconds", "compile s (once)", 1.0), ("divergences", "divergences", 1.0),
+           ("compile_seconds", "compile s (total)", 1.0), ("divergences", "divergences", 1.0),
            ("max_rhat", "max R-hat", 1.0)]
+# what every column and term of the report means, said at the top of the report
+TERMS = {
+    "splits ok": "the splits on which the method finished, of those it ran",
+    "RMSE / MAE": "root mean squared / mean absolute error of the predictive mean on the "
+                  "test split",
+    "NLPD": "mean negative log predictive density of the test targets (lower is better)",
+    "95% coverage": "the fraction of test targets inside the central 95% predictive "
+                    "interval (0.95 when the predictive is calibrated)",
+    "error %": "the share of misclassified test points, the most probable class predicted",
+    "log loss": "mean negative log probability of the test labels",
+    "Brier": "mean squared difference between the predicted class probabilities and the "
+             "one-hot test labels",
+    "relevance vectors": "the kernel functions a fit keeps (Tipping's count, the bias "
+                         "apart); for methods that keep every weight (NUTS, ADVI, VRVM) the "
+                         "effective number sum_i gamma_i, gamma_i = 1 - alpha_i Sigma_ii "
+                         "(T01 eq. 17); '–' for a GP, which keeps every training point",
+    "fit s": "seconds of the fit alone (width search included, compilation excluded)",
+    "compile s (total)": "seconds of compilation over the method's cells: a sampler's own "
+                         "(the first NUTS cell of a model and data shape in a worker) and "
+                         "each worker process's first use of the method (a fit, prediction "
+                         "and leave-one-out on a few training rows, timed apart, which pays "
+                         "numba's and PyTensor's compilations)",
+    "divergences": "NUTS transitions that diverged, summed over the splits (a biased sampler "
+                   "when > 0)",
+    "max R-hat": "the largest rank-normalised split R-hat over the sampled variables and "
+                 "splits (Vehtari et al. 2021; above 1.01 the chains have not mixed)",
+}
 _DIGITS = {"n_relevant": 1, "fit_seconds": 3, "error_rate": 2}
 ALPHA = 0.05  # family-wise level of the Holm-corrected paired tests in the conclusions
 # losses a method without a predictive distribution cannot have (shown "n/a")
@@ -86,8 +113,10 @@ def summary_table(table: pd.DataFrame, dataset: str) -> pd.DataFrame:
             v = ok[col].to_numpy(float) * scale
             if col == "divergences":
                 row[name] = f"{int(np.nansum(v))}"
-            elif col in ("max_rhat", "compile_seconds"):
+            elif col == "max_rhat":
                 row[name] = _fmt(np.nanmax(v), 2)
+            elif col == "compile_seconds":
+                row[name] = _fmt(np.nansum(v), 2)
             else:
                 sd = np.nanstd(v, ddof=1) if np.isfinite(v).sum() > 1 else np.nan
                 k = _DIGITS.get(col, 3)
@@ -269,7 +298,8 @@ def loo_agreement(table: pd.DataFrame, dataset: str, task: str) -> str | None:
         text += (f"ranked by mean LOO elpd per training point and by mean held-out log "
                  f"density, the {len(means)} methods with both {verdict}")
         if np.isfinite(tau):
-            text += f" (Kendall's tau = {tau:.2f})"
+            text += (f" (Kendall's tau = {tau:.2f}), tau being the rank correlation of the "
+                     "two orders (1 the same order, -1 the reverse)")
         best_loo, best_held = means["loo"].idxmax(), means["held"].idxmax()
         if verdict == "agree":
             text += f": both order {order('loo')}"
@@ -294,6 +324,26 @@ def loo_agreement(table: pd.DataFrame, dataset: str, task: str) -> str | None:
     return text + "."
 
 
+def reference_basis(sub: pd.DataFrame, ref: str, methods) -> str:
+    """What the NUTS reference ``ref`` is the full posterior of, against the ``methods`` it
+    is compared with: the same candidate kernel centres (``n_centres``, the median over the
+    splits), or which differ, since a ratio between fits on different bases compares models
+    as well as inference."""
+    if "n_centres" not in sub or sub["n_centres"].isna().all():
+        return ("the full posterior of the RVM on its own basis (the methods' bases may "
+                "differ: see their centres options)")
+    centres = sub.groupby("method", sort=False)["n_centres"].median()
+    ref_c = centres.get(ref, np.nan)
+    other = {m: centres.get(m, np.nan) for m in methods if m != ref}
+    if all(c == ref_c for c in other.values()):
+        return f"the full posterior on the same {ref_c:.0f} candidate centres"
+    return (f"the full posterior of the RVM on {ref_c:.0f} candidate centres (a k-means "
+            "dictionary), while " + ", ".join(f"`{m}` {c:.0f}" for m, c in other.items()
+                                             if np.isfinite(c))
+            + " (every training point, or its own dictionary): not the same basis, so a "
+            "ratio away from 1 measures the basis as well as the approximation")
+
+
 def conclusions(table: pd.DataFrame, dataset: str, task: str) -> list[str]:
     """"What this study shows" for one data set, from the numbers: per loss the best method
     and which others are or are not distinguishable from it (Holm-corrected paired tests at
@@ -313,8 +363,10 @@ def conclusions(table: pd.DataFrame, dataset: str, task: str) -> list[str]:
         few = [m for m, q in p.items() if not np.isfinite(q)]
         text = f"**{name}**: `{best}` is lowest ({_fmt(means[best] * scale)})"
         if same:
-            text += "; not distinguishable from it (Holm-adjusted p): " + ", ".join(
-                f"`{m}` ({_fmt(means[m] * scale)}, p = {p[m]:.2f})" for m in same)
+            text += ("; not distinguishable from it (paired t-test p-value over the common "
+                     "splits, Holm-adjusted for the comparisons with the lowest, >= 0.05): "
+                     + ", ".join(
+                f"`{m}` ({_fmt(means[m] * scale)}, p = {p[m]:.2f})" for m in same))
         if worse:
             text += "; worse (Holm-adjusted p < 0.05): " + ", ".join(
                 f"`{m}` ({_fmt(means[m] * scale)})" for m in worse)
@@ -338,8 +390,9 @@ def conclusions(table: pd.DataFrame, dataset: str, task: str) -> list[str]:
                 k = khat.get(m, np.nan)
                 kt = f", Pareto k-hat {k:.2f}" if np.isfinite(k) else ""
                 parts.append(f"`{m}` {ratio:.2f}{flag}{kt}")
-            text = (f"**Posteriors**: mean predictive sd relative to `{ref}` (the full "
-                    "posterior): " + ", ".join(parts))
+            text = (f"**Posteriors**: mean predictive sd (over the test points and "
+                    f"splits) relative to `{ref}`'s, {reference_basis(sub, ref, sd.index)}: "
+                    + ", ".join(parts))
             if khat.notna().any():
                 text += (" (Pareto k-hat: PSIS of p(theta, t) / q(theta) over draws of the "
                          "approximation q, Yao et al. 2018; above 0.7 q is far from the "
@@ -661,9 +714,8 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
         "",
         "Tables show mean ± sd over the splits a method finished. Real data sets are "
         "standardised on each training split (regression targets too), so regression losses "
-        "are in units of the training sd. NLPD is the mean negative log predictive density, "
-        "coverage the fraction of test targets inside the 95% predictive interval. "
-        "`svm`'s vectors are support vectors.",
+        "are in units of the training sd. `svm`'s vectors are support vectors; every "
+        "column is defined under Terms at the end.",
         "",
     ]
     if len(table) and "loo_estimator" in table:
@@ -701,17 +753,15 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
     shown = table.assign(method=table["method"].map(lambda x: short.get(x, x))) \
         if len(table) else table
     colors = method_colors(short[m.label] for m in methods)  # one per method, every figure
-    lines += ["Fit times exclude a sampler's one-time model compilation, shown apart "
-              "(`compile s`, the largest over the cells: the first NUTS cell of a model pays "
-              "it, later ones reuse the compiled sampler). `relevance vectors` counts the "
-              "kernel functions a fit keeps (Tipping's count, the bias apart); for methods "
-              "that keep every weight (NUTS, ADVI, VRVM) the effective number "
-              "`sum_i gamma_i` (T01 eq. 17), and the figures mark that many centres, those "
-              "with the smallest posterior mean `alpha`.", ""]
+    lines += ["Fit times exclude compilation, shown apart (`compile s (total)`); "
+              "leave-one-out and prediction times are not in them either. For methods that "
+              "keep every weight the figures mark `relevance vectors` centres, those with "
+              "the smallest posterior mean `alpha`.", ""]
     if len(table):
         fig = figdir / "sparsity_vs_error.png"
         if _plot_sparsity(shown, fig, colors):
             lines += ["![sparsity vs error](figures/sparsity_vs_error.png)", ""]
+
     for d in data:
         sub = table[table["dataset"] == d.label] if len(table) else table
         lines += [f"## `{d.label}`", "", f"{d.info.description}. Task: {d.info.task}.", ""]
@@ -748,7 +798,9 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
                 continue
             lines += [f"Paired t-tests, {name}: two-sided p-values over the common splits "
                       "(R&QC 2005 Table 1 layout; first row the mean loss), uncorrected; the "
-                      "conclusions above correct for the comparisons they make (Holm).", "",
+                      "conclusions above correct for the comparisons they make (Holm). `•`: "
+                      "a method against itself; `equal`: the same loss on every common "
+                      "split (no test); `n<2`: fewer than two common splits.", "",
                       _markdown(pt.reset_index().rename(columns={"index": ""})), ""]
         name = f"{stem}_predictive.png" if d.info.task == REGRESSION else \
             f"{stem}_boundary.png"
@@ -776,6 +828,7 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
             "warnings": warn["warnings"].str.slice(0, 300)})), ""]
     if skipped:
         lines += ["## Not run", "", _markdown(pd.DataFrame(skipped)), ""]
+    lines += ["## Terms", "", *[f"- **{k}**: {v}." for k, v in TERMS.items()], ""]
     path = out / "report.md"
     path.write_text("\n".join(lines))
     write_html(out)

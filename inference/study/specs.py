@@ -188,18 +188,27 @@ class MethodSpec:
     def check_options(self, task: str) -> None:
         """``ValueError`` naming an option that neither the runner (:data:`RUNNER_OPTIONS`)
         nor the fit method on a ``task`` data set takes (read from its signature,
-        :func:`~sparsebayes.inference.api.fit_options`), with the closest valid name. The
-        baselines' options are checked when parsed; ``progressbar`` is the study's own."""
+        :func:`~sparsebayes.inference.api.fit_options`), with the closest valid name, or a
+        bad value of a fit option (by :func:`~sparsebayes.inference.api.check_fit_options`,
+        the checks ``fit`` runs). The runner's values are checked when parsed
+        (:func:`check_runner_values`), so are the baselines' options; ``progressbar`` is the
+        study's own."""
         if self.family in BASELINES:
             return
         from sparsebayes.inference import api
 
         kind = FAMILIES[self.family][task][0]
         valid = {*RUNNER_OPTIONS, *api.fit_options(kind, self.method)} - {"progressbar"}
-        bad = set(dict(self.options)) - valid
+        options = dict(self.options)
+        bad = set(options) - valid
         if bad:
             raise ValueError(unknown_names("option", bad, valid,
                                            f"{self.family}/{self.method}"))
+        try:  # the values, by the checks fit runs (so no cell fails on them)
+            api.check_fit_options(kind, self.method, {k: v for k, v in options.items()
+                                                      if k not in RUNNER_OPTIONS})
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{exc} in method spec {self.label!r}") from None
 
 
 def spec_from_label(text: str) -> MethodSpec:
@@ -222,9 +231,24 @@ def check_splits(options: dict[str, Any], text: str) -> None:
 
 def check_runner_values(options: dict[str, Any], text: str) -> None:
     """``ValueError`` for a bad value of an option the study's RVM/GP/SVM runners share:
-    ``splits`` (>= 1) and ``cv`` (>= 2 folds) integers, ``width`` and ``C`` positive numbers
-    (``width=cv``: chosen by cross-validation), ``loo`` true, false or an estimator name."""
+    ``splits`` (>= 1), ``centres`` (>= 1) and ``cv`` (>= 2 folds) integers, ``width`` and
+    ``C`` positive numbers (``width=cv``: chosen by cross-validation), ``ard``, ``bias`` and
+    ``learn_width`` true or false, ``kernel`` a kernel name, ``loo`` true, false or an
+    estimator name."""
     check_splits(options, text)
+    if "centres" in options and options["centres"] is not None \
+            and not (_number(options["centres"], True) and options["centres"] >= 1):
+        raise ValueError(f"centres must be a positive integer in {text!r}")
+    for key in ("ard", "bias", "learn_width"):
+        if key in options and not isinstance(options[key], bool):
+            raise ValueError(f"{key} must be true or false in {text!r}")
+    if "kernel" in options:
+        from sparsebayes.models import as_kernel
+
+        try:
+            as_kernel(options["kernel"])
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"kernel: {exc} in {text!r}") from None
     loo = options.get("loo", True)
     if not (isinstance(loo, bool) or loo in LOO_ESTIMATORS):
         raise ValueError(f"loo must be true, false or one of {list(LOO_ESTIMATORS)} in "

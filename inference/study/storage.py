@@ -21,7 +21,8 @@ __all__ = ["StudyExistsError", "load_table", "MANIFEST", "TABLE", "TIMING_COLUMN
 CELL_FORMAT = 2  # 2: cells carry the leave-one-out columns (format-1 cells are recomputed)
 MANIFEST = "study.json"
 TABLE = "results.csv"
-TIMING_COLUMNS = ("fit_seconds", "predict_seconds", "compile_seconds", "loo_seconds")
+TIMING_COLUMNS = ("fit_seconds", "predict_seconds", "compile_seconds", "loo_seconds",
+                  "cell_seconds")
 
 
 class StudyExistsError(FileExistsError):
@@ -125,10 +126,11 @@ def prepare_out(out: Path, manifest: dict[str, Any], resume: bool) -> None:
 _FIRST = ["dataset", "split", "method", "task", "status", "error", "n_train", "n_test",
           "n_features", "width", "mse", "rmse", "mae", "nlpd", "coverage95", "coverage90",
           "pred_sd", "error_rate", "log_loss", "brier", "probabilistic", "n_relevant",
-          "fit_seconds", "compile_seconds", "predict_seconds", "converged", "log_evidence",
-          "psis_khat", "loo_elpd_per_point", "loo_se_per_point", "loo_estimator", "loo_seconds",
-          "loo_bad_k", "loo_missing", "divergences", "max_rhat", "min_ess_bulk", "n_warnings",
-          "warnings", "seed", "fit_seed"]
+          "n_centres", "fit_seconds", "compile_seconds", "predict_seconds", "converged",
+          "log_evidence", "psis_khat", "loo_elpd_per_point", "loo_se_per_point",
+          "loo_estimator", "loo_seconds", "loo_bad_k", "loo_missing", "divergences",
+          "max_rhat", "min_ess_bulk", "n_warnings", "warnings", "seed", "fit_seed",
+          "cell_seconds"]
 
 
 # columns every table has, whatever its methods and tasks and even if every cell failed
