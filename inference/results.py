@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,8 +25,8 @@ from sparsebayes.models import Basis, GaussianKernel
 from .numerics import LOG_2PI, gaussian_draws
 
 __all__ = ["datatree", "make_datatree", "classification_datatree", "basis_from_posterior",
-           "flat_draws", "gaussian_log_likelihood", "pointwise_budget_ok", "relevance_counts",
-           "ALPHA_PRUNED"]
+           "flat_draws", "gaussian_log_likelihood", "gaussian_draws_log_likelihood",
+           "pointwise_budget_ok", "relevance_counts", "ALPHA_PRUNED"]
 
 POINTWISE_MAX = 25_000_000  # values (200 MB) of a log_likelihood group at most
 
@@ -65,9 +66,37 @@ def relevance_counts(basis: Basis, columns: np.ndarray, relevance=None) -> dict[
 
 
 def gaussian_log_likelihood(t: np.ndarray, f: np.ndarray, beta: np.ndarray) -> np.ndarray:
-    """Pointwise ``log N(t_n | f_n, 1/beta)``; ``f`` (..., n), ``beta`` broadcastable to (...)."""
-    beta = np.asarray(beta)[..., None]
-    return 0.5 * (np.log(beta) - LOG_2PI) - 0.5 * beta * (t - f) ** 2
+    """Pointwise ``log N(t_n | f_n, 1/beta)`` (T01 eq. 5); ``f`` (..., n), ``beta``
+    broadcastable to (...). Computed in place in one new array."""
+    beta = np.asarray(beta, dtype=float)[..., None]
+    out = np.empty(np.broadcast_shapes(np.shape(f), np.shape(t), beta.shape))
+    np.subtract(f, t, out=out)
+    np.multiply(out, np.sqrt(0.5 * beta), out=out)  # sqrt(beta / 2) (f - t), squared below
+    np.square(out, out=out)
+    return np.subtract(0.5 * (np.log(beta) - LOG_2PI), out, out=out)
+
+
+def gaussian_draws_log_likelihood(t: np.ndarray, w: np.ndarray, Phi: np.ndarray,
+                                  beta: np.ndarray | float) -> np.ndarray:
+    """Pointwise ``log N(t_n | phi_n^T w_s, 1/beta_s)`` (T01 eq. 5) of weight draws ``w``
+    (..., M) at the rows of ``Phi`` (n, M), ``beta`` broadcastable to (...): (..., n).
+
+    The scaled residuals ``k_s (phi_n^T w_s - t_n)``, ``k_s = sqrt(beta_s / 2)``, are one
+    matrix product ``[k w, -k] @ [Phi, t]^T``; squaring and subtracting them from
+    ``(ln beta_s - ln 2 pi) / 2`` are done in place on it (no further S x n arrays)."""
+    w, Phi, t = np.asarray(w, dtype=float), np.asarray(Phi), np.asarray(t, dtype=float)
+    lead, (n, M) = w.shape[:-1], Phi.shape
+    S = math.prod(lead)
+    beta = np.broadcast_to(np.asarray(beta, dtype=float), lead).reshape(S, 1)
+    k = np.sqrt(0.5 * beta)
+    Wk = np.empty((S, M + 1))
+    np.multiply(w.reshape(S, M), k, out=Wk[:, :M])
+    Wk[:, M:] = -k
+    Pt = np.empty((n, M + 1), order="F")
+    Pt[:, :M], Pt[:, M] = Phi, t
+    out = Wk @ Pt.T
+    np.square(out, out=out)
+    return np.subtract(0.5 * (np.log(beta) - LOG_2PI), out, out=out).reshape(*lead, n)
 
 
 def make_datatree(
@@ -92,7 +121,7 @@ def make_datatree(
     are arrays with leading ``(chain, draw)`` or ``(dims, array)`` pairs for traces.
     """
     columns = np.asarray(columns, dtype=int)
-    labels = np.asarray(basis.labels, dtype=str)[columns]
+    labels = basis.column_labels(columns)
     n, d = problem.X.shape
     coords: dict[str, Any] = {"basis": labels, "obs": np.arange(n), "feature": np.arange(d)}
     coords.update(extra_coords or {})

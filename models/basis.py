@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -64,14 +65,31 @@ class Basis:
 
     @property
     def labels(self) -> list[str]:
-        head = ["bias"] if self.bias else []
+        """The label of each column (a new list each call; built once per basis)."""
+        return list(self._labels)
+
+    @cached_property
+    def _labels(self) -> tuple[str, ...]:
+        # cached on the instance (a frozen dataclass: its fields, and so its columns, are
+        # fixed)
+        return tuple(self.column_labels(np.arange(self.n_columns)).tolist())
+
+    def column_labels(self, columns: np.ndarray) -> np.ndarray:
+        """The labels of the columns at indices ``columns`` (a string array of the width of
+        ``np.asarray(labels, dtype=str)``), built without the labels of the others."""
+        columns = np.asarray(columns, dtype=int)
+        off, m = self.kernel_offset, self.n_kernel
         prefix = "c" if self.dictionary else ""
-        return (head + [f"{prefix}{i}" for i in range(self.n_kernel)]
-                + [n for n, _ in self._extra_terms()])
+        extra = [n for n, _ in self._extra_terms()]
+        widths = ([4] if self.bias else []) + ([len(f"{prefix}{m - 1}")] if m else []) + [
+            len(n) for n in extra]
+        labels = ["bias" if c < off else f"{prefix}{c - off}" if c < off + m
+                  else extra[c - off - m] for c in columns.ravel().tolist()]
+        return np.array(labels, dtype=f"<U{max(widths, default=1)}").reshape(columns.shape)
 
     @property
     def n_columns(self) -> int:
-        return len(self.labels)
+        return int(self.bias) + self.n_kernel + len(self._extra_terms())
 
     def kernel_index(self) -> np.ndarray:
         """Row of ``centres`` of each column (-1 for bias and extra columns)."""

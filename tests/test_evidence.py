@@ -315,6 +315,23 @@ def test_datatree_layout():
     np.testing.assert_array_equal(again["posterior"]["w"].values, p["w"].values)
 
 
+
+def test_log_likelihood_group_is_the_gaussian_density_of_each_draw():
+    """The pointwise log likelihood of every posterior draw, log N(t_n | phi_n^T w_s, 1/beta)
+    (T01 eq. 5), against SciPy's normal density evaluated draw by draw."""
+    t = F_SINC + np.random.default_rng(1).normal(0, 0.1, 100)
+    problem = RVMRegression(X_SINC, t, kernel=GaussianKernel(3.0), extra_columns=("linear",))
+    post = fit(problem, seed=4, draws=30, chains=3)
+    p = post["posterior"]
+    cols = [problem.basis.labels.index(lab) for lab in p["basis"].values]
+    Phi = problem.basis.design(X_SINC, columns=cols)
+    w, beta = p["w"].values, p["beta"].values
+    ref = np.array([[stats.norm.logpdf(t, Phi @ w[c, d], 1 / np.sqrt(beta[c, d]))
+                     for d in range(30)] for c in range(3)])
+    got = post["log_likelihood"]["t"].values
+    assert got.shape == (3, 30, 100)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-10)
+
 def test_evidence_path_does_not_import_pymc():
     import subprocess
     import sys

@@ -213,3 +213,45 @@ def test_optimise_seconds_times_the_optimiser_alone(kind, monkeypatch):
     post = fit(problem, "evidence", seed=0)
     whole = time.perf_counter() - start
     assert 0 < post.attrs["optimise_seconds"] <= whole - 0.2
+
+
+def test_gaussian_draws_log_likelihood_is_scipy_normal_logpdf_per_draw():
+    """log N(t_n | phi_n^T w_s, 1/beta_s) (T01 eq. 5) with one beta per draw, against SciPy
+    draw by draw, and so does ``gaussian_log_likelihood`` of the draws' means."""
+    from scipy import stats
+
+    from sparsebayes.inference.results import (
+        gaussian_draws_log_likelihood,
+        gaussian_log_likelihood,
+    )
+
+    rng = np.random.default_rng(5)
+    t, Phi = rng.standard_normal(40), np.asfortranarray(rng.standard_normal((40, 7)))
+    w, beta = rng.standard_normal((2, 9, 7)), rng.gamma(2.0, 3.0, (2, 9))
+    got = gaussian_draws_log_likelihood(t, w, Phi, beta)
+    ref = np.array([[stats.norm.logpdf(t, Phi @ w[c, d], 1 / np.sqrt(beta[c, d]))
+                     for d in range(9)] for c in range(2)])
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(gaussian_log_likelihood(t, w @ Phi.T, beta), ref, rtol=0,
+                               atol=1e-10)
+
+
+def test_basis_labels_are_built_once_and_not_shared():
+    """``labels`` is a new list each call (mutating it leaves the basis alone);
+    ``column_labels`` and ``n_columns`` agree with it."""
+    from sparsebayes.models import Basis
+
+    basis = Basis(GaussianKernel(1.0), np.zeros((4, 2)), extra=("quadratic",))
+    labels = basis.labels
+    assert labels == ["bias", "0", "1", "2", "3", "x0^2", "x1^2", "x0*x1"]
+    labels[0] = "changed"
+    assert basis.labels[0] == "bias" and basis.labels is not basis.labels
+    assert basis.n_columns == 8
+    for b in (basis, Basis(GaussianKernel(1.0), np.zeros((12, 1)), bias=False,
+                           dictionary=True)):
+        cols = np.array([b.n_columns - 1, 0, 3])
+        ref = np.asarray(b.labels, dtype=str)[cols]
+        got = b.column_labels(cols)
+        np.testing.assert_array_equal(got, ref)
+        assert got.dtype == ref.dtype and b.n_columns == len(b.labels)
+    assert b.labels[:3] == ["c0", "c1", "c2"] and b.n_columns == 12

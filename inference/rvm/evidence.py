@@ -40,7 +40,7 @@ from ..numerics import (
 from ..predictive.regression import gaussian_predictive
 from ..results import (
     basis_from_posterior,
-    gaussian_log_likelihood,
+    gaussian_draws_log_likelihood,
     make_datatree,
     pointwise_budget_ok,
 )
@@ -852,7 +852,7 @@ def _to_datatree(problem, sol: _Solution, *, method: str, seed, draws: int, chai
     loglik = None
     if pointwise_budget_ok(chains, draws, problem.t.shape[0]):
         Phi_act = sol.basis.design(np.asarray(problem.X), columns=sol.active)
-        loglik = gaussian_log_likelihood(np.asarray(problem.t), w @ Phi_act.T, sol.beta)
+        loglik = gaussian_draws_log_likelihood(np.asarray(problem.t), w, Phi_act, sol.beta)
     Mt = sol.active.size
     const = np.ones((chains, draws))
     posterior = {
