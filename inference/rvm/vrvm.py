@@ -28,7 +28,7 @@ from ..numerics import (
 from ..predictive.regression import gaussian_predictive
 from ..results import (
     basis_from_posterior,
-    gaussian_log_likelihood,
+    gaussian_draws_log_likelihood,
     make_datatree,
     pointwise_budget_ok,
     relevance_counts,
@@ -260,7 +260,7 @@ def fit_vrvm(problem, *, seed: int | None = None, prior: GammaPrior | None = Non
     loglik = None
     if pointwise_budget_ok(chains, draws, problem.t.shape[0]):
         Phi_act = basis.design(np.asarray(problem.X), columns=st.active)
-        loglik = gaussian_log_likelihood(np.asarray(problem.t), w @ Phi_act.T, beta)
+        loglik = gaussian_draws_log_likelihood(np.asarray(problem.t), w, Phi_act, beta)
     gamma = 1.0 - st.alpha_mean * np.diag(st.Sigma)
     gauss = {"mu": st.mu, "Sigma": st.Sigma, "alpha": st.alpha_mean, "beta": st.beta_mean,
              "q_alpha_shape": st.a_tilde, "q_alpha_rate": st.b_tilde}
