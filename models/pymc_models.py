@@ -81,12 +81,15 @@ def collapsed_logp(t, Phi, alpha, beta, form: str = "woodbury", PhiTPhi=None):
     """``ln N(t | 0, beta^-1 I + Phi A^-1 Phi^T)`` (T01 eq. 15) as a PyTensor expression.
 
     ``form="direct"``: Cholesky of the N x N covariance ``C``, O(N^2 M + N^3).
-    ``form="woodbury"``: Cholesky of ``H = A + beta Phi^T Phi`` (M x M) with
+    ``form="woodbury-graph"``: Cholesky of ``H = A + beta Phi^T Phi`` (M x M) with
     ``t^T C^-1 t = beta t^T t - beta^2 t^T Phi H^-1 Phi^T t`` and
     ``ln|C| = ln|H| - N ln beta - sum ln alpha`` (T01 App. A, eqs. 36-41), O(N M + M^3) per
-    evaluation when the constant ``PhiTPhi = Phi^T Phi`` is passed in.
-    Measured on N = 100, M = 101 (numba): the Woodbury form with ``PhiTPhi`` costs a few ms
-    per log density and gradient, the direct form ~20x more, so "woodbury" is the default.
+    evaluation when the constant ``PhiTPhi = Phi^T Phi`` is passed in; PyTensor differentiates
+    the Cholesky.
+    ``form="woodbury"``: the same value from one :class:`~.woodbury_op.CollapsedWoodbury` Op
+    whose gradient is written out (T01 App. A), so one Cholesky serves value and gradient
+    (unbatched inputs only). The default, being the cheapest per gradient
+    (benchmarks/results/nuts.md).
     """
     import pytensor.tensor as pt
     from pytensor.tensor.linalg import cholesky, solve_triangular
@@ -97,15 +100,20 @@ def collapsed_logp(t, Phi, alpha, beta, form: str = "woodbury", PhiTPhi=None):
         L = cholesky(C, lower=True)
         v = solve_triangular(L, t, lower=True)
         return -0.5 * pt.sum(v**2) - pt.sum(pt.log(pt.diag(L))) - 0.5 * N * LOG_2PI
+    G = Phi.T @ Phi if PhiTPhi is None else PhiTPhi
     if form == "woodbury":
-        G = Phi.T @ Phi if PhiTPhi is None else PhiTPhi
+        from .woodbury_op import collapsed_woodbury
+
+        t = pt.as_tensor(t)
+        return collapsed_woodbury(Phi.T @ t, pt.sum(t**2), N, alpha, beta, G)[0]
+    if form == "woodbury-graph":
         H = beta * G + pt.diag(alpha)
         L = cholesky(H, lower=True)
         u = solve_triangular(L, beta * (Phi.T @ t), lower=True)
         quad = beta * pt.sum(t**2) - pt.sum(u**2)
         logdet_C = 2 * pt.sum(pt.log(pt.diag(L))) - N * pt.log(beta) - pt.sum(pt.log(alpha))
         return -0.5 * quad - 0.5 * logdet_C - 0.5 * N * LOG_2PI
-    raise ValueError(f"form must be 'direct' or 'woodbury', got {form!r}")
+    raise ValueError(f"form must be 'direct', 'woodbury' or 'woodbury-graph', got {form!r}")
 
 
 def _collapsed_random(Phi, alpha, beta, rng=None, size=None):
@@ -181,8 +189,8 @@ def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | No
     prior : Gamma hyperprior; ``None`` takes ``problem.prior``, else
         :func:`default_sampling_prior`. Must be proper (all of a..d > 0; c, d are unused when
         ``problem.noise_sd`` fixes the noise).
-    form : "direct", "woodbury" or "auto" (Woodbury unless N < M / 4) for the collapsed
-        likelihood, see :func:`collapsed_logp`.
+    form : "direct", "woodbury", "woodbury-graph" or "auto" (Woodbury unless N < M / 4) for
+        the collapsed likelihood, see :func:`collapsed_logp`.
 
     Variables: ``alpha`` (dim ``basis``), ``beta`` and ``noise_sd`` (deterministic when the
     noise is fixed), non-centred ``z`` and ``w = z / sqrt(alpha)`` (joint model only), and
@@ -196,8 +204,9 @@ def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | No
     prior = resolve_prior(problem, prior)
     fixed_noise = problem.noise_sd is not None
     check_proper(prior, "a PyMC model", needs_beta=not fixed_noise)
-    if form not in ("auto", "direct", "woodbury"):
-        raise ValueError(f"form must be 'auto', 'direct' or 'woodbury', got {form!r}")
+    if form not in ("auto", "direct", "woodbury", "woodbury-graph"):
+        raise ValueError(f"form must be 'auto', 'direct', 'woodbury' or 'woodbury-graph', "
+                         f"got {form!r}")
     basis = problem.basis
     Phi_np = basis.design(problem.X)
     N, M = Phi_np.shape

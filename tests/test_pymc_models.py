@@ -16,6 +16,7 @@ import pymc as pm  # noqa: E402
 import pytest  # noqa: E402
 import xarray as xr  # noqa: E402
 from conftest import assert_reused_sampler_equals_fresh  # noqa: E402
+from pytensor.gradient import NullTypeGradError  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from sparsebayes.inference import fit, predict  # noqa: E402
@@ -125,12 +126,15 @@ def test_collapsed_logp_matches_scipy(small):
         assert got == pytest.approx(ref, rel=1e-10)
 
 
+@pytest.mark.parametrize("mode", ["FAST_RUN", "NUMBA"])
 @pytest.mark.parametrize("N, M", [(30, 31), (40, 12), (8, 25)])
-def test_woodbury_value_and_gradient_against_independent_references(N, M):
-    """The Woodbury form's value (T01 App. A, eqs. 36-41) against scipy's multivariate normal
-    with ``C = beta^-1 I + Phi A^-1 Phi^T`` formed (T01 eq. 15), and its gradient against
-    the gradient of the direct N x N form (a second algorithm), at random points in the log
-    parameters the samplers move in, for N > M, N < M and N ~ M."""
+def test_woodbury_value_and_gradient_against_independent_references(N, M, mode):
+    """Both Woodbury forms' value (T01 App. A, eqs. 36-41) against scipy's multivariate normal
+    with ``C = beta^-1 I + Phi A^-1 Phi^T`` formed (T01 eq. 15), and their gradients (the
+    closed form of T01 App. A in the ``CollapsedWoodbury`` Op, PyTensor's derivative of the
+    Woodbury graph) against PyTensor's derivative of the direct N x N form (a second
+    algorithm), at random points in the log parameters the samplers move in, for N > M,
+    N < M and N ~ M, in Python/C (the Op's ``perform``) and numba (nutpie's backend)."""
     import pytensor
     import pytensor.tensor as pt
 
@@ -140,20 +144,66 @@ def test_woodbury_value_and_gradient_against_independent_references(N, M):
     Phi, t = rng.standard_normal((N, M)), rng.standard_normal(N)
     la, lb = pt.vector("la"), pt.scalar("lb")
     fns = {}
-    for form in ("woodbury", "direct"):
+    for form in ("woodbury", "woodbury-graph", "direct"):
         lp = collapsed_logp(pt.constant(t), pt.constant(Phi), pt.exp(la), pt.exp(lb), form,
                             pt.constant(Phi.T @ Phi))
-        fns[form] = pytensor.function([la, lb], [lp, *pytensor.grad(lp, [la, lb])])
+        fns[form] = pytensor.function([la, lb], [lp, *pytensor.grad(lp, [la, lb])], mode=mode)
     for _ in range(3):
         log_alpha, log_beta = rng.normal(0.0, 1.5, M), rng.normal(1.0, 1.0)
         alpha, beta = np.exp(log_alpha), np.exp(log_beta)
         C = np.eye(N) / beta + (Phi / alpha) @ Phi.T
         ref = stats.multivariate_normal(np.zeros(N), C).logpdf(t)
-        got, g_alpha, g_beta = fns["woodbury"](log_alpha, log_beta)
         _, r_alpha, r_beta = fns["direct"](log_alpha, log_beta)
-        assert got == pytest.approx(ref, rel=1e-8, abs=1e-8)
-        np.testing.assert_allclose(g_alpha, r_alpha, rtol=1e-8, atol=1e-8)
-        assert g_beta == pytest.approx(r_beta, rel=1e-8, abs=1e-8)
+        for form in ("woodbury", "woodbury-graph"):
+            got, g_alpha, g_beta = fns[form](log_alpha, log_beta)
+            assert got == pytest.approx(ref, rel=1e-8, abs=1e-8)
+            np.testing.assert_allclose(g_alpha, r_alpha, rtol=1e-8, atol=1e-8)
+            assert g_beta == pytest.approx(r_beta, rel=1e-8, abs=1e-8)
+
+
+def test_woodbury_op_gradient_against_finite_differences():
+    """The ``CollapsedWoodbury`` Op's closed-form gradient (T01 App. A) against PyTensor's
+    finite differences (``verify_grad``) in alpha and beta, the data held fixed."""
+    import pytensor
+    import pytensor.tensor as pt
+
+    from sparsebayes.models.woodbury_op import collapsed_woodbury
+
+    rng = np.random.default_rng(3)
+    N, M = 15, 10
+    Phi, t = rng.standard_normal((N, M)), rng.standard_normal(N)
+    b, G = Phi.T @ t, Phi.T @ Phi
+
+    def logp(alpha, beta):
+        return collapsed_woodbury(pt.constant(b), t @ t, float(N), alpha, beta,
+                                  pt.constant(G))[0]
+
+    pytensor.gradient.verify_grad(logp, [rng.gamma(2.0, 1.0, M), np.array(4.0)], rng=rng,
+                                  abs_tol=1e-6, rel_tol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["FAST_RUN", "NUMBA"])
+def test_woodbury_op_refuses_what_it_cannot_do(mode):
+    """``H = A + beta Phi^T Phi`` not positive definite (a negative alpha): ``logp = -inf``
+    (a rejected NUTS step), zero gradient, no NaN; second derivatives: an error, not a silently
+    wrong zero; batched inputs: a TypeError naming the ranks."""
+    import pytensor
+    import pytensor.tensor as pt
+
+    from sparsebayes.models.woodbury_op import collapsed_woodbury
+
+    rng = np.random.default_rng(5)
+    Phi, t = rng.standard_normal((6, 4)), rng.standard_normal(6)
+    alpha, beta = pt.vector("alpha"), pt.scalar("beta")
+    out = collapsed_woodbury(Phi.T @ t, t @ t, 6.0, alpha, beta, Phi.T @ Phi)
+    f = pytensor.function([alpha, beta], out, mode=mode)
+    lp, g_alpha, g_beta = f(np.array([1.0, -50.0, 1.0, 1.0]), 1.0)
+    assert lp == -np.inf and np.all(g_alpha == 0) and g_beta == 0
+    g = pytensor.grad(out[0], alpha)
+    with pytest.raises(NullTypeGradError):
+        pytensor.grad(g.sum(), alpha)
+    with pytest.raises(TypeError, match="ranks"):
+        collapsed_woodbury(Phi.T @ t, t @ t, 6.0, pt.matrix(), beta, Phi.T @ Phi)
 
 
 def test_joint_integrated_over_w_equals_collapsed():

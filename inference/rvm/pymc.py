@@ -204,9 +204,14 @@ def _draws(problem, post: xr.Dataset, prior: GammaPrior, collapsed: bool,
     return alpha, beta, (None if collapsed else get("w"))
 
 
-def _model_for(problem, prior, collapsed, likelihood):
+def _model_for(problem, prior, collapsed, likelihood, sampler=None):
     if problem.kind == "regression":
-        return regression_model(problem, collapsed=collapsed, prior=prior)
+        model = regression_model(problem, collapsed=collapsed, prior=prior)
+        if sampler in ("numpyro", "blackjax") and model.rvm_info["form"] == "woodbury":
+            # the CollapsedWoodbury Op has NumPy and numba forms only: JAX gets the graph
+            model = regression_model(problem, collapsed=collapsed, prior=prior,
+                                     form="woodbury-graph")
+        return model
     return classification_model(problem, prior=prior, likelihood=likelihood,
                                 collapsed=collapsed)
 
@@ -283,7 +288,7 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
             f"(about {mcmc_cost(N, M, n_params, 1, 0, 1, collapsed=woodbury) * 1e3:.1f} ms "
             "per draw and chain). Consider the 'evidence' or 'advi' methods, fewer draws, "
             "or a subset of the basis.", SamplingWarning)
-    model = _model_for(problem, prior, collapsed, likelihood)
+    model = _model_for(problem, prior, collapsed, likelihood, sampler)
     key = (problem.kind, collapsed, model.rvm_info.get("form"), model.rvm_info.get("softmax"),
            getattr(problem, "noise_sd", None) is not None, N, M, K)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
