@@ -336,15 +336,20 @@ def boston_losses():
     """
     from sparsebayes.inference import metrics
     from sparsebayes.inference.numerics import one_blas_thread
+    from sparsebayes.inference.rvm.widths import median_nn_distance
     from sparsebayes.models import GPRegression
 
     rows = []
     for k, (Xtr, ttr, Xte, tte) in enumerate(boston_folds()):
         d = Xtr.shape[1]
+        # R&QC's RVM learns the widths without the library's joint-space floor: each width
+        # within [its input's median nearest-neighbour spacing, 100 x its extent]
+        bounds = [(median_nn_distance(Xtr[:, [j]], max_queries=None), 100 * np.ptp(Xtr[:, j]))
+                  for j in range(d)]
         with one_blas_thread():
             kernel = GaussianKernel(np.full(d, RVM_START_WIDTH))
             rvm_post = fit(RVMRegression(Xtr, ttr, kernel=kernel, learn_width=True),
-                           "evidence", seed=k, draws=10, chains=1)
+                           "evidence", seed=k, draws=10, chains=1, width_bounds=bounds)
         gp_post = fit(GPRegression(Xtr, ttr), "evidence", seed=k, restarts=1)
         preds = {"rvm": predict(rvm_post, Xte, kind="rvm"),
                  "rvm*": predict(rvm_post, Xte, kind="rvm*"),

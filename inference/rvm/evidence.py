@@ -88,8 +88,9 @@ LOCAL_SEARCH_MAX_COLUMNS, LOCAL_SEARCH_MAX_KEPT = 300, 40
 START_CONDITION = 1e-10  # MacKay's start: alpha_i ||phi_i||^2 >= 1e-10 beta
 BETA_MAX_FACTOR = 1e6  # beta <= BETA_MAX_FACTOR / var(t): noise sd >= 1e-3 sd(t)
 # learned widths: rounds of sparse fit and width step (_solve)
-WIDTH_MAX_ROUNDS = 25  # at most this many sparse fits
+WIDTH_MAX_ROUNDS = 50  # at most this many sparse fits
 WIDTH_ROUND_GAIN = 1e-6  # nats: a round raising the log evidence less than this ends them
+WIDTH_ROUND_WARN = 0.05  # nats: still gaining more than this after max_rounds warns
 WIDTH_STEP_TOL = 1e-4  # a width step moving no log width more than this ends them
 WIDTH_STEP_MAX_ITER = 20  # L-BFGS-B iterations of one width step
 
@@ -622,7 +623,8 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
     (coordinate ascent on the evidence; Tipping §4.3 interleaves the two in the same way),
     the widths within ``width_bounds`` (see :func:`fit_fast`); until a round raises the
     sparse fit's log evidence by less than ``WIDTH_ROUND_GAIN`` nats, or after
-    ``max_rounds`` (default ``WIDTH_MAX_ROUNDS``) sparse fits (a NumericalWarning then). One
+    ``max_rounds`` (default ``WIDTH_MAX_ROUNDS``) sparse fits (a NumericalWarning then,
+    when the last round still gained more than ``WIDTH_ROUND_WARN`` nats). One
     width per input (ARD): the rounds start from :func:`_tied_start`, not from the problem's
     widths, so the result does not depend on them."""
     max_rounds = WIDTH_MAX_ROUNDS if max_rounds is None else max_rounds
@@ -646,7 +648,7 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
     elif problem.learn_width:  # they contain the user's start
         log_bounds = _log_width_bounds(width_bounds, X, np.log(np.atleast_1d(
             np.asarray(basis.kernel.width, dtype=float))))
-    rounds, width_converged, last = 0, not problem.learn_width, -np.inf
+    rounds, width_converged, last, gain = 0, not problem.learn_width, -np.inf, np.inf
     for rounds in range(1, max_rounds + 1):  # noqa: B007 (it is reported)
         data = _data(problem, basis)
         if var_t is None:
@@ -674,10 +676,10 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
         total_iter += n_iter
         if not problem.learn_width:
             break
-        if tr[-1] - last < WIDTH_ROUND_GAIN:
+        gain, last = tr[-1] - last, tr[-1]
+        if gain < WIDTH_ROUND_GAIN:
             width_converged = True
             break
-        last = tr[-1]
         if rounds == max_rounds:
             break
         x0 = np.log(np.atleast_1d(np.asarray(basis.kernel.width, float)))
@@ -691,10 +693,10 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
         if np.max(np.abs(res.x - x0)) < WIDTH_STEP_TOL:
             width_converged = True
             break
-    if not width_converged:
+    if not width_converged and gain > WIDTH_ROUND_WARN:
         notes.append(f"the kernel widths were still moving after max_rounds={max_rounds} "
                      f"rounds of sparse fit and width step (the last raised the log evidence "
-                     f"by more than {WIDTH_ROUND_GAIN} nats)")
+                     f"by {gain:.3g} nats)")
     on_bounds = (0, 0)
     if problem.learn_width:
         on_bounds = widths_on_bounds(basis.kernel.width, log_bounds)
