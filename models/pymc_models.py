@@ -77,7 +77,7 @@ def _coords(problem, basis) -> dict:
     }
 
 
-def collapsed_logp(t, Phi, alpha, beta, form: str = "woodbury", PhiTPhi=None):
+def collapsed_logp(t, Phi, alpha, beta, form: str = "woodbury-graph", PhiTPhi=None):
     """``ln N(t | 0, beta^-1 I + Phi A^-1 Phi^T)`` (T01 eq. 15) as a PyTensor expression.
 
     ``form="direct"``: Cholesky of the N x N covariance ``C``, O(N^2 M + N^3).
@@ -88,8 +88,7 @@ def collapsed_logp(t, Phi, alpha, beta, form: str = "woodbury", PhiTPhi=None):
     the Cholesky.
     ``form="woodbury"``: the same value from one :class:`~.woodbury_op.CollapsedWoodbury` Op
     whose gradient is written out (T01 App. A), so one Cholesky serves value and gradient
-    (unbatched inputs only). The default, being the cheapest per gradient
-    (benchmarks/results/nuts.md).
+    (unbatched inputs only); cheaper per gradient, opt-in (see :func:`regression_model`).
     """
     import pytensor.tensor as pt
     from pytensor.tensor.linalg import cholesky, solve_triangular
@@ -189,8 +188,10 @@ def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | No
     prior : Gamma hyperprior; ``None`` takes ``problem.prior``, else
         :func:`default_sampling_prior`. Must be proper (all of a..d > 0; c, d are unused when
         ``problem.noise_sd`` fixes the noise).
-    form : "direct", "woodbury", "woodbury-graph" or "auto" (Woodbury unless N < M / 4) for
-        the collapsed likelihood, see :func:`collapsed_logp`.
+    form : "direct", "woodbury", "woodbury-graph" or "auto" (``"woodbury-graph"`` unless
+        N < M / 4) for the collapsed likelihood, see :func:`collapsed_logp`. ``"woodbury"``
+        (the closed-form-gradient Op) is opt-in: under PyMC's own NUTS one run reached
+        precisions that underflowed to 0.
 
     Variables: ``alpha`` (dim ``basis``), ``beta`` and ``noise_sd`` (deterministic when the
     noise is fixed), non-centred ``z`` and ``w = z / sqrt(alpha)`` (joint model only), and
@@ -211,7 +212,7 @@ def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | No
     Phi_np = basis.design(problem.X)
     N, M = Phi_np.shape
     if form == "auto":
-        form = "direct" if 4 * N < M else "woodbury"
+        form = "direct" if 4 * N < M else "woodbury-graph"
     with pm.Model(coords=_coords(problem, basis)) as model:
         Phi = _design(basis, problem, Phi_np, in_graph=not collapsed)
         t_obs = pm.Data("t_obs", problem.t, dims="obs")

@@ -47,7 +47,8 @@ def _terms(b, tt, n, alpha, beta, G, L, Linv):
 class CollapsedWoodbury(Op):
     """``(b = Phi^T t, t^T t, N, alpha, beta, G = Phi^T Phi) -> (logp, dlogp/dalpha,
     dlogp/dbeta)`` of T01 eq. 15 by the Woodbury identity (T01 App. A). A ``H`` that is not
-    positive definite gives ``logp = -inf`` and zero gradients (a rejected step for NUTS)."""
+    positive definite, or a precision that underflowed to 0, gives ``logp = -inf`` and zero
+    gradients (a rejected step for NUTS)."""
 
     __props__ = ()
 
@@ -63,6 +64,8 @@ class CollapsedWoodbury(Op):
     def perform(self, node, inputs, output_storage):
         b, tt, n, alpha, beta, G = inputs
         try:
+            if not (beta > 0 and np.all(alpha > 0)):  # precisions underflowed to 0
+                raise linalg.LinAlgError("a precision is not positive")
             L = linalg.cholesky(beta * G + np.diag(alpha), lower=True, check_finite=False)
             Linv = linalg.solve_triangular(L, np.eye(len(alpha)), lower=True,
                                            check_finite=False)
@@ -102,6 +105,8 @@ def numba_funcify_CollapsedWoodbury(op, node=None, **kwargs):
     def collapsed_woodbury_numba(b, tt, n, alpha, beta, G):
         beta_ = beta[()]
         M = alpha.shape[0]
+        if not (beta_ > 0.0 and np.all(alpha > 0.0)):  # underflowed precisions, as in perform
+            return (np.array(-np.inf), np.zeros(M), np.array(0.0))
         H = beta_ * G
         for i in range(M):
             H[i, i] += alpha[i]
