@@ -38,8 +38,9 @@ FIXED_WIDTHS = (4.0, 5.0, 6.0)  # the isotropic baseline's grid, as in the tests
 
 
 def friedman1(seed: int, n: int = 240, d: int = 10):
-    """Tipping's protocol; with the defaults the data sets of tests/test_evidence_ard.py
-    (``datasets.friedman``: its first three data sets are the tests')."""
+    """Tipping's protocol; with the defaults the data sets of
+    tests/inference/rvm/test_evidence_ard.py (``datasets.friedman``: its first three data
+    sets are the tests')."""
     from sklearn.datasets import make_friedman1
 
     from sparsebayes.models import datasets

@@ -18,60 +18,23 @@ import xarray as xr
 from sparsebayes.models import GammaPrior
 from sparsebayes.models.priors import PRIOR_NAMES
 
-from . import groups, progress
-from .gp import classification as gp_classification
-from .gp import regression as gp_regression
+from . import families, groups, progress
+from .contract import check_result
 from .numerics import check_positive_int, show_progress, unknown_names
-from .predictive import classification as class_predictive
-from .predictive import regression as regression_predictive
 from .results import library_versions
-from .rvm import evidence, laplace, vrvm, vrvm_classification, widths
-from .rvm import pymc as rvm_pymc
+from .rvm import evidence, vrvm_classification, widths
 from .samplers import SAMPLERS, check_tune
 
 __all__ = ["fit", "predict", "fit_options", "check_fit_options", "FIT_METHODS",
            "OPTION_CHECKS", "PREDICT_KINDS"]
 
+# views of the registered families (sparsebayes.inference.families):
 # problem kind -> method -> fn(problem, *, seed, **options)
 FIT_METHODS: dict[str, dict[str, Callable]] = {
-    "regression": {
-        "evidence": evidence.fit_fast,
-        "evidence-mackay": evidence.fit_mackay,
-        "vrvm": vrvm.fit_vrvm,
-        "advi": rvm_pymc.fit_advi,
-        "fullrank_advi": rvm_pymc.fit_fullrank_advi,
-        "nuts": rvm_pymc.fit_nuts,
-    },
-    "classification": {
-        "evidence": laplace.fit_fast,
-        "evidence-mackay": laplace.fit_mackay,
-        "vrvm": vrvm_classification.fit_vrvm_classification,
-        "advi": rvm_pymc.fit_advi,
-        "fullrank_advi": rvm_pymc.fit_fullrank_advi,
-        "nuts": rvm_pymc.fit_nuts,
-    },
-    "gp": {"evidence": gp_regression.fit_evidence, "nuts": gp_regression.fit_nuts},
-    "gp_classification": {"evidence": gp_classification.fit_evidence,
-                          "nuts": gp_classification.fit_nuts},
-}
-
+    f.kind: f.fit_methods for f in families.REGISTERED}  # the same dicts
 # problem kind -> predictive kind -> fn(post, X_new, **options)
 PREDICT_KINDS: dict[str, dict[str, Callable]] = {
-    "regression": {
-        "rvm": regression_predictive.predict_rvm,
-        "rvm*": regression_predictive.predict_rvm_star,
-        "samples": regression_predictive.predict_samples,
-    },
-    "classification": {
-        "moderated": class_predictive.predict_moderated,
-        "plugin": class_predictive.predict_plugin,
-        "samples": class_predictive.predict_samples,
-    },
-    "gp": {"gp": gp_regression.predict_gp},
-    "gp_classification": {"laplace": gp_classification.predict_laplace,
-                          "plugin": gp_classification.predict_plugin,
-                          "nuts": gp_classification.predict_nuts},
-}
+    f.kind: f.predict_kinds for f in families.REGISTERED}
 
 
 _FIT_OWN = ("posterior_predictive", "prior_predictive")  # fit()'s options, not the method's
@@ -81,7 +44,7 @@ def fit_options(kind: str, method: str) -> tuple[str, ...]:
     """The keyword options ``fit(problem, method, **options)`` takes for a problem ``kind``
     (``"regression"``, ...): the method function's keyword arguments (read from its
     signature) and fit's own, ``seed`` aside."""
-    params = inspect.signature(FIT_METHODS[kind][method]).parameters.values()
+    params = inspect.signature(families.family_of(kind).fit_methods[method]).parameters.values()
     names = {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
     return tuple(sorted((names | set(_FIT_OWN)) - {"seed"}))
 
@@ -127,9 +90,10 @@ def _positive_int(name, value, _options):
 
 
 # option name -> check(name, value, options) of its value, for every keyword option of every
-# method in FIT_METHODS (tests/test_fit_options.py holds it to that): fit runs them before
-# any work and a study before any cell (sparsebayes.inference.study.specs). ``None`` is taken
-# where the method's default is ``None``; the methods keep their own checks for direct calls.
+# method in FIT_METHODS (tests/inference/study/test_study_refusals.py holds it to that): fit
+# runs them before any work and a study before any cell (sparsebayes.inference.study.specs).
+# ``None`` is taken where the method's default is ``None``; the methods keep their own checks
+# for direct calls.
 OPTION_CHECKS: dict[str, Callable[[str, Any, dict[str, Any]], None]] = {
     **dict.fromkeys(("draws", "chains", "cores", "max_iter", "window", "restarts"),
                     _positive_int),
@@ -162,7 +126,7 @@ def check_fit_options(kind: str, method: str, options: dict[str, Any],
     if bad:
         raise TypeError(unknown_names("option", bad, valid, where or f"fit(..., {method!r}) "
                                       f"of a {kind} problem"))
-    params = inspect.signature(FIT_METHODS[kind][method]).parameters
+    params = inspect.signature(families.family_of(kind).fit_methods[method]).parameters
     for name, value in options.items():
         if value is None and (name not in params or params[name].default is None):
             continue
@@ -177,9 +141,10 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
 
     Parameters
     ----------
-    problem : RVMRegression, RVMClassification or GPRegression.
-    method : "evidence" (Tipping & Faul 2003 fast type-II ML), "evidence-mackay" (Tipping 2001
-        T01 eqs. 16-18), and, where installed, "vrvm", "advi", "fullrank_advi", "nuts".
+    problem : RVMRegression, RVMClassification, RVMPoissonRegression, GPRegression or
+        GPClassification (the registered families).
+    method : one of the family's fit methods: "evidence" (Tipping & Faul 2003 fast type-II
+        ML), "evidence-mackay" (T01 eqs. 16-18), "vrvm", "advi", "fullrank_advi", "nuts".
     seed : seed of every random draw (posterior draws of ``w``, samplers).
     posterior_predictive : add a ``posterior_predictive`` group (a replicate of the training
         targets per posterior draw; :func:`~.groups.add_posterior_predictive`).
@@ -188,42 +153,41 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
         :func:`~.groups.add_prior_predictive`). The hyperprior must be proper.
     **options : passed to the method (e.g. ``max_iter``, ``draws``, ``chains``).
     """
-    kind = getattr(problem, "kind", None)
-    if kind not in FIT_METHODS:
-        raise TypeError(
-            f"problem must be an RVMRegression, RVMClassification, GPRegression or "
-            f"GPClassification, "
-            f"got {type(problem).__name__}"
-        )
-    if not isinstance(method, str) or method not in FIT_METHODS[kind]:
+    if isinstance(problem, str | xr.DataTree):
+        raise TypeError(f"problem must be a problem record, got {type(problem).__name__}")
+    family = families.family_of(problem)
+    kind = family.kind
+    if not isinstance(method, str) or method not in family.fit_methods:
         raise ValueError(
             f"unknown method {method!r} for {type(problem).__name__}; "
-            f"choose one of {sorted(FIT_METHODS[kind])}"
+            f"choose one of {sorted(family.fit_methods)}"
         )
     if seed is not None and (not isinstance(seed, int | np.integer) or seed < 0):
         raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
     check_fit_options(kind, method, {"posterior_predictive": posterior_predictive,
                                       "prior_predictive": prior_predictive, **options},
                       f"fit(..., {method!r}) of a {type(problem).__name__}")
-    if kind in ("regression", "classification"):
+    if family.weights:
         widths.check_width(problem)  # a Gaussian width far off the inputs' scale, either way
     start = time.perf_counter()
     with progress.fit_logged(method, problem):
-        post = FIT_METHODS[kind][method](problem, seed=seed, **options)
+        post = family.fit_methods[method](problem, seed=seed, **options)
     post.attrs.update(
         method=method,
         seed=-1 if seed is None else int(seed),
         wall_time=time.perf_counter() - start,
         versions=library_versions(),
+        default_predict_kind=family.predict_kind(method),
     )
     post.attrs["converged"] = int(bool(post.attrs.get("converged", 1)))
-    if kind in ("regression", "classification"):  # the evidence methods' prior: the problem's
-        post.attrs.setdefault("prior", (problem.prior or GammaPrior()).to_json())
+    if family.weights:  # the evidence methods' prior: the problem's
+        post.attrs.setdefault("prior", (problem.prior or GammaPrior()).as_array())
     if posterior_predictive or prior_predictive:
         if posterior_predictive:
             post = groups.add_posterior_predictive(post, seed=seed)
         if prior_predictive:
             post = groups.add_prior_predictive(post, seed=seed)
+    check_result(post, kinds=(kind,))
     return post
 
 
@@ -237,13 +201,14 @@ def predict(post: xr.DataTree, X_new, kind: str | None = None, **options: Any):
     """
     if not isinstance(post, xr.DataTree) or "problem_kind" not in post.attrs:
         raise TypeError("post must be a DataTree returned by sparsebayes.inference.fit")
-    pkind = post.attrs["problem_kind"]
-    kinds = PREDICT_KINDS[pkind]
+    family = families.family_of(post)
+    kinds = family.predict_kinds
     if kind is None:
-        kind = post.attrs.get("default_predict_kind") or next(iter(kinds))
+        kind = post.attrs.get("default_predict_kind") or family.predict_kind(
+            post.attrs.get("method", ""))
     if kind not in kinds:
         raise ValueError(
-            f"predictive kind {kind!r} is not available for a {pkind} posterior; "
+            f"predictive kind {kind!r} is not available for a {family.kind} posterior; "
             f"choose one of {sorted(kinds)}"
         )
     return kinds[kind](post, X_new, **options)

@@ -25,11 +25,13 @@ PRUNED = {"w": 0.0, "z": 0.0, "alpha": np.inf}
 
 
 def basis_key(post: xr.DataTree) -> tuple[str, bytes]:
-    """What fixes the basis functions: the basis spec (kernel, width, bias, extra terms) and
-    the centres (the dictionary, or the training inputs)."""
+    """What fixes the basis functions: the basis attrs (kernel, its parameters, bias, extra
+    terms) and the centres (the dictionary, or the training inputs)."""
     const = post["constant_data"]
     centres = const["dictionary"].values if "dictionary" in const else const["X"].values
-    return str(post.attrs.get("basis_spec")), np.ascontiguousarray(centres).tobytes()
+    spec = [(k, np.asarray(v).tolist()) for k, v in sorted(post.attrs.items())
+            if k.startswith("kernel") or k in ("bias", "extra_columns", "dictionary")]
+    return repr(spec), np.ascontiguousarray(centres).tobytes()
 
 
 def compare_posteriors(posteriors: Mapping[str, xr.DataTree], *, draws: int = 1000,

@@ -24,66 +24,25 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
-from scipy.special import expit, softmax
 
 from sparsebayes.models import GammaPrior, NumericalWarning
 
-from .gp.classification import class_replicates
-from .gp.regression import POINT_DRAWS, target_replicates
+from .families import REGISTERED, Family, family_of
 from .numerics import check_positive_int, warn_user
 from .predictive.regression import check_new_inputs
 from .results import basis_from_posterior
 
 __all__ = ["add_posterior_predictive", "add_predictions", "add_prior_predictive"]
 
-def _check_post(post, rvm_only: bool = False) -> str:
+def _family(post, weights_only: bool = False) -> Family:
     if not isinstance(post, xr.DataTree) or "problem_kind" not in post.attrs:
         raise TypeError("post must be a DataTree returned by sparsebayes.inference.fit")
-    kind = post.attrs["problem_kind"]
-    kinds = ("regression", "classification") if rvm_only else (
-        "regression", "classification", "gp", "gp_classification")
-    if kind not in kinds:
-        raise ValueError(f"this needs a posterior of {' or '.join(kinds)}, got a {kind!r} "
-                         "posterior")
-    return kind
-
-
-def _rvm_replicates(post, X: np.ndarray, rng: np.random.Generator, training: bool = False
-                    ) -> np.ndarray:
-    basis, columns = basis_from_posterior(post)
-    kind = post.attrs["problem_kind"]
-    return _draw_targets(kind, basis.design(X, columns=columns), post["posterior"]["w"].values,
-                         post["posterior"]["beta"].values if kind == "regression" else None, rng)
-
-
-def _gp_replicates(post, X: np.ndarray, rng: np.random.Generator, training: bool = False
-                   ) -> np.ndarray:
-    return target_replicates(post, X, rng, POINT_DRAWS)
-
-
-def _gp_class_replicates(post, X: np.ndarray, rng: np.random.Generator,
-                         training: bool = False) -> np.ndarray:
-    return class_replicates(post, None if training else X, rng)
-
-
-# problem kind -> one draw of t at X per posterior draw, (chain, draw, n); a GP regression
-# with point hyperparameters gives gp.regression.POINT_DRAWS draws in one chain
-REPLICATES = {"regression": _rvm_replicates, "classification": _rvm_replicates,
-              "gp": _gp_replicates, "gp_classification": _gp_class_replicates}
-
-
-def _draw_targets(kind: str, Phi: np.ndarray, w: np.ndarray, beta: np.ndarray | None,
-                  rng: np.random.Generator) -> np.ndarray:
-    """``t`` given each draw of the weights (chain, draw, M[, K]): T01 eq. 4, 23 or 28."""
-    if kind == "regression":
-        mean = w @ Phi.T
-        return mean + rng.standard_normal(mean.shape) / np.sqrt(beta)[..., None]
-    if w.ndim == 3:  # Bernoulli-logit: w is the logit weight of classes[1]
-        p1 = expit(w @ Phi.T)
-        return (rng.random(p1.shape) < p1).astype(np.int64)
-    P = softmax(np.einsum("nm,cdmk->cdnk", Phi, w), axis=-1)
-    u = rng.random(P.shape[:-1])[..., None]
-    return np.minimum((np.cumsum(P, axis=-1) < u).sum(axis=-1), P.shape[-1] - 1)
+    family = family_of(post)
+    if weights_only and not family.weights:
+        kinds = [f.kind for f in REGISTERED if f.weights]
+        raise ValueError(f"this needs a posterior of {' or '.join(kinds)}, got a "
+                         f"{family.kind!r} posterior")
+    return family
 
 
 def _group(values: np.ndarray, obs_dim: str) -> xr.Dataset:
@@ -96,9 +55,9 @@ def _group(values: np.ndarray, obs_dim: str) -> xr.Dataset:
 def add_posterior_predictive(post: xr.DataTree, seed: int | None = None) -> xr.DataTree:
     """``post`` with a ``posterior_predictive`` group: a replicate of the training targets
     per posterior draw (see the module docstring). Returns a new tree."""
-    kind = _check_post(post)
+    family = _family(post)
     X = post["constant_data"]["X"].values
-    rep = REPLICATES[kind](post, X, np.random.default_rng(seed), training=True)
+    rep = family.replicates(post, X, np.random.default_rng(seed), training=True)
     out = post.copy()
     out["posterior_predictive"] = xr.DataTree(_group(rep, "obs"))
     return out
@@ -108,9 +67,9 @@ def add_predictions(post: xr.DataTree, X_new, seed: int | None = None) -> xr.Dat
     """``post`` with ``predictions`` (a draw of ``t`` at each row of ``X_new`` per posterior
     draw, dims ``(chain, draw, obs)``) and ``predictions_constant_data`` (``X_new``), as
     ArviZ names them. Returns a new tree."""
-    kind = _check_post(post)
+    family = _family(post)
     X_new = check_new_inputs(post, X_new)
-    rep = REPLICATES[kind](post, X_new, np.random.default_rng(seed))
+    rep = family.replicates(post, X_new, np.random.default_rng(seed))
     out = post.copy()
     out["predictions"] = xr.DataTree(_group(rep, "obs"))
     out["predictions_constant_data"] = xr.DataTree(xr.Dataset(
@@ -137,10 +96,10 @@ def add_prior_predictive(post: xr.DataTree, draws: int = 500, seed: int | None =
 
     Raises ``ValueError`` for an improper hyperprior (Tipping's flat ``a = b = c = d = 0``,
     the evidence methods' default): it has no draws."""
-    kind = _check_post(post, rvm_only=True)
+    family = _family(post, weights_only=True)
     draws = check_positive_int("draws", draws)
-    prior = GammaPrior.from_json(post.attrs.get("prior", GammaPrior().to_json()))
-    fixed_noise = kind == "classification" or bool(post.attrs.get("noise_fixed", 0))
+    prior = GammaPrior.from_array(post.attrs.get("prior", GammaPrior().as_array()))
+    fixed_noise = not family.noise or bool(post.attrs.get("noise_fixed", 0))
     needed = "ab" if fixed_noise else "abcd"
     if any(getattr(prior, n) == 0 for n in needed):
         raise ValueError(
@@ -157,12 +116,12 @@ def add_prior_predictive(post: xr.DataTree, draws: int = 500, seed: int | None =
         log_alpha = _log_gamma_draws(prior.a, prior.b, w_shape, rng)
         z = rng.standard_normal(w_shape)
         w = z * np.exp(-0.5 * log_alpha)
-        if kind == "regression":
+        if family.noise:
             beta = (np.full((1, draws), float(pos["beta"].values.flat[0])) if fixed_noise
                     else np.exp(_log_gamma_draws(prior.c, prior.d, (1, draws), rng)))
         else:
             beta = None
-        t = _draw_targets(kind, Phi, w, beta, rng)
+        t = family.draw_targets(Phi, w, beta, rng)
     if not (np.all(np.isfinite(w)) and np.all(np.isfinite(t))):
         warn_user(
             f"non-finite prior draws: the hyperprior {prior} puts mass on alpha so small that "
@@ -171,7 +130,7 @@ def add_prior_predictive(post: xr.DataTree, draws: int = 500, seed: int | None =
     dims = {name: pos[name].dims for name in ("alpha", "z", "w")}
     own = {"alpha": np.exp(log_alpha), "z": z, "w": w}
     data = {name: (dims[name], v[:, :, columns]) for name, v in own.items()}
-    if kind == "regression":
+    if family.noise:
         data["beta"] = (("chain", "draw"), beta)
         data["noise_sd"] = (("chain", "draw"), 1.0 / np.sqrt(beta))
     prior_ds = xr.Dataset(data, coords={**coords, **{d: pos[d].values for v in dims.values()

@@ -1,18 +1,22 @@
-"""The likelihoods of the RVM classifier (Tipping 2001): Bernoulli with the logistic link
-(eq. 23) and softmax (eq. 28), per point their log probability and its first three
-derivatives in the logits ``F``, and the products with the design of the (basis, class)
+"""The non-Gaussian likelihoods of the RVM (Tipping 2001): Bernoulli with the logistic link
+(eq. 23), softmax (eq. 28) and Poisson with the log link (count data, T01 §3's Laplace
+scheme with PRML §7.2.3), per point their log probability and its first three
+derivatives in the latent ``F``, and the products with the design of the (basis, class)
 pairs in a model that the Laplace approximation's Newton iteration needs (eqs. 24-25)."""
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import expit, log_expit, logsumexp, softmax
+from scipy.special import expit, gammaln, log_expit, logsumexp, softmax
+
+from sparsebayes.models import RVMPoissonRegression
 
 LOGLIK_BLOCK = 2_000_000  # logits held at once when the pointwise log-likelihood is drawn
 
-__all__ = ["Likelihood", "Bernoulli", "Softmax", "likelihood_for", "class_bounds",
-           "pair_logits", "pair_gradient", "pair_hessian"]
+__all__ = ["Likelihood", "Bernoulli", "Softmax", "Poisson", "likelihood_for", "likelihood_of",
+           "class_bounds", "pair_logits", "pair_gradient", "pair_hessian"]
 
+LOG_RATE_MAX = 700.0  # exp(f) is taken at min(f, this): no overflow on a Newton trial step
 
 
 
@@ -21,10 +25,17 @@ class Likelihood:
     logits per point, for the (basis, class) pairs ``Phi_act``, ``cls`` in the model."""
 
     n_out: int
+    name: str  # the result's attrs["likelihood"]
+    grad_scale = 1.0  # the size of a point's gradient term (the mode's convergence test)
 
     def logits(self, Phi_act: np.ndarray, cls: np.ndarray, theta: np.ndarray) -> np.ndarray:
         """``F`` (N, n_out)."""
         return pair_logits(Phi_act, cls, theta, self.n_out)
+
+    def initial_logits(self) -> np.ndarray:
+        """``F`` (N, n_out) where the fast type-II ML loop linearises first (TF03 eq. 14),
+        before any weight is in the model: zero logits (the classifier's ``y = 1/2``)."""
+        return np.zeros((len(self.t), self.n_out))
 
     def newton_terms(self, Phi_act: np.ndarray, cls: np.ndarray, F: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray]:
@@ -37,9 +48,8 @@ class Likelihood:
     def draws_loglik(self, Phi_act: np.ndarray, cls: np.ndarray, theta_draws: np.ndarray
                      ) -> np.ndarray:
         """Pointwise ``ln p(t_n | w)`` (..., obs) for weight draws (..., P) of the pairs, a
-        block of draws at a time: the logits of every draw at once are K times the result
-        (USPS, K = 10, 1000 draws x 7291 points: 583 MB, and a 4 GB peak with the softmax's
-        temporaries)."""
+        block of draws at a time (at most ``LOGLIK_BLOCK`` logits held at once): the logits
+        of every draw at once would be K times the result, the softmax's temporaries more."""
         lead = theta_draws.shape[:-1]
         flat = theta_draws.reshape(int(np.prod(lead)), theta_draws.shape[-1])  # P may be 0
         N = Phi_act.shape[0]
@@ -55,6 +65,7 @@ class Bernoulli(Likelihood):
     """Eq. (23): ``P(t=1) = sigma(f)``; one logit per point (``F`` is (N, 1))."""
 
     n_out = 1
+    name = "bernoulli"
 
     def __init__(self, t: np.ndarray) -> None:
         self.t = np.asarray(t, dtype=float)
@@ -93,10 +104,15 @@ class Bernoulli(Likelihood):
 class Softmax(Likelihood):
     """Eq. (28): ``P(t=k) = softmax(f)_k``; one logit per class (``F`` is (N, K))."""
 
+    name = "softmax"
+
     def __init__(self, t: np.ndarray, n_classes: int) -> None:
         self.n_out = n_classes
         self.codes = np.asarray(t, dtype=int)
         self.T = np.eye(n_classes)[self.codes]
+
+    def initial_logits(self) -> np.ndarray:
+        return np.zeros(self.T.shape)
 
     def loglik(self, F: np.ndarray) -> np.ndarray:
         """Pointwise ``ln p(t_n | f_n)`` for logits ``F`` (..., N, K)."""
@@ -144,8 +160,73 @@ class Softmax(Likelihood):
         return 0.5 * np.einsum("nik,ni->nk", B, u)
 
 
+class Poisson(Likelihood):
+    """Counts ``t_n ~ Poisson(exp(f_n))`` with the log link (the RVM of Tipping 2001 §3 with
+    a Poisson likelihood; PRML §7.2.3's Laplace scheme): ``ln p(t|f) = t f - e^f - ln t!``,
+    gradient ``t - e^f``, negative Hessian ``B = e^f``. One latent value per point."""
+
+    n_out = 1
+    name = "poisson"
+
+    def __init__(self, t: np.ndarray) -> None:
+        self.t = np.asarray(t, dtype=float)
+        self.log_factorial = gammaln(self.t + 1.0)
+        self.grad_scale = max(1.0, float(self.t.max(initial=0.0)))  # |t - e^f| at the mode
+
+    def initial_logits(self) -> np.ndarray:
+        """``log(t + 1/2)``: the GLM's usual first linearisation (the working response of
+        IRLS, McCullagh & Nelder 1989 §2.5), not the rate 1 of ``f = 0``, which is far off
+        for large counts."""
+        return np.log(self.t + 0.5)[:, None]
+
+    @staticmethod
+    def rate(f: np.ndarray) -> np.ndarray:
+        """``exp(f)``, with ``f`` capped at :data:`LOG_RATE_MAX` (no overflow)."""
+        return np.exp(np.minimum(f, LOG_RATE_MAX))
+
+    @staticmethod
+    def logpmf(t: np.ndarray, f: np.ndarray) -> np.ndarray:
+        """``ln Poisson(t | exp(f)) = t f - exp(f) - ln t!`` elementwise (broadcast)."""
+        return t * f - Poisson.rate(f) - gammaln(np.asarray(t, dtype=float) + 1.0)
+
+    def loglik(self, F: np.ndarray) -> np.ndarray:
+        """Pointwise ``ln p(t_n | f_n)`` for ``F`` (..., N, 1)."""
+        f = F[..., 0]
+        return self.t * f - self.rate(f) - self.log_factorial
+
+    def grad(self, F: np.ndarray) -> np.ndarray:
+        """``t - exp(f)`` (N, 1)."""
+        return (self.t - self.rate(F[:, 0]))[:, None]
+
+    def hess(self, F: np.ndarray) -> np.ndarray:
+        """``B_n = exp(f_n)`` as (N, 1, 1)."""
+        return self.rate(F[:, 0])[:, None, None]
+
+    def logits(self, Phi_act: np.ndarray, cls: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        return (Phi_act @ theta)[:, None]
+
+    def newton_terms(self, Phi_act: np.ndarray, cls: np.ndarray, F: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """``Phi^T (t - e^f)`` and ``Phi^T diag(e^f) Phi``."""
+        lam = self.rate(F[:, 0])
+        return Phi_act.T @ (self.t - lam), Phi_act.T @ (lam[:, None] * Phi_act)
+
+    def third(self, F: np.ndarray, P: np.ndarray) -> np.ndarray:
+        """``c_n = 1/2 P_n dB_n/df_n`` with ``dB/df = e^f`` (for the width gradient)."""
+        return (0.5 * P[:, 0, 0] * self.rate(F[:, 0]))[:, None]
+
+
 def likelihood_for(t: np.ndarray, n_classes: int, softmax_model: bool):
     return Softmax(t, n_classes) if softmax_model else Bernoulli(t)
+
+
+def likelihood_of(problem, softmax_model: bool = False) -> Likelihood:
+    """The likelihood of a non-Gaussian RVM problem on its targets ``problem.t``: Poisson
+    for :class:`~sparsebayes.models.RVMPoissonRegression`, else Bernoulli or (with
+    ``softmax_model``) softmax on the class codes of an RVM classification."""
+    if isinstance(problem, RVMPoissonRegression):
+        return Poisson(problem.t)
+    return likelihood_for(problem.t, problem.n_classes, softmax_model)
 
 
 def class_bounds(cls: np.ndarray, K: int) -> np.ndarray | None:

@@ -53,15 +53,12 @@ from collections.abc import Mapping
 import numpy as np
 import xarray as xr
 
-from sparsebayes.models import GammaPrior, NumericalWarning
+from sparsebayes.models import NumericalWarning
 
-from .gp import classification as gp_classification
-from .gp import regression as gp_regression
-from .gp.regression import hyperparameter_draws
-from .numerics import LOG_2PI, one_blas_thread, show_progress, warn_user
-from .predictive.regression import beta_draws
-from .results import basis_from_posterior, flat_draws
-from .rvm import evidence, laplace, vrvm, vrvm_classification
+from .families import FAMILIES, REGISTERED, family_of
+from .gp.families import gp_loo_logpdf
+from .numerics import gaussian_loo_logpdf, show_progress, warn_user
+from .rvm.families import RVM_REGRESSION, result_prior
 
 __all__ = ["loo", "loo_compare", "default_estimator", "gaussian_loo_logpdf", "gp_loo_logpdf",
            "cold_refit_logpdf", "warm_refit_logpdf", "observed_logpdf", "warm_refits",
@@ -69,120 +66,13 @@ __all__ = ["loo", "loo_compare", "default_estimator", "gaussian_loo_logpdf", "gp
            "SAMPLED_METHODS", "WARM_REFITS"]
 
 SAMPLED_METHODS = ("nuts", "advi", "fullrank_advi")
-CLASSIFICATION_KINDS = ("classification", "gp_classification")
-# (problem kind, method) of the point (type-II ML) results -> their warm-started refits
-WARM_REFITS = {
-    ("regression", "evidence"): evidence.EvidenceRefits,
-    ("regression", "evidence-mackay"): evidence.EvidenceRefits,
-    ("regression", "vrvm"): vrvm.VRVMRefits,
-    ("gp", "evidence"): gp_regression.GPRefits,
-    ("classification", "evidence"): getattr(laplace, "LaplaceRefits", None),
-    ("classification", "evidence-mackay"): getattr(laplace, "LaplaceRefits", None),
-    ("classification", "vrvm"): getattr(vrvm_classification, "VRVMClassificationRefits", None),
-    ("gp_classification", "evidence"): getattr(gp_classification, "GPClassificationRefits",
-                                               None),
-}
-# the optimistic estimator of each kind's point results (never the default)
-# what an optimistic estimator holds fitted to all N points, by problem kind (for messages)
-FITTED_TO_ALL = {"regression": "the RVM's alpha, beta and pruning",
-                 "classification": "the RVM's alpha and pruning",
-                 "gp": "the GP's length scales, signal sd and noise sd",
-                 "gp_classification": "the GP's length scales and signal sd"}
-OPTIMISTIC = {"regression": "gaussian", "gp": "gaussian", "classification": "cavity",
-              "gp_classification": "cavity"}
-# the largest training set whose point results get the exact LOO by default (N refits);
-# above it, KFOLD folds (GP: 25x its fit at N = 1000, 51x at N = 2000; GP classifier:
-# ~N/10 fits at low dimension, 18 min at N = 1000)
-EXACT_MAX_N = {"regression": 2000, "gp": 1000, "classification": 1000,
-               "gp_classification": 300}
+# views of the registered families: (problem kind, method) of the point (type-II ML) results
+# -> their warm-started refits; the largest training set whose point results get the exact
+# LOO by default (N refits; above it KFOLD folds)
+WARM_REFITS = {(f.kind, m): cls for f in REGISTERED for m, cls in f.warm_refits.items()}
+EXACT_MAX_N = {f.kind: f.exact_max_n for f in REGISTERED}
 COLD_EXACT_MAX_N = 100  # the same for results refitted cold (cold_reason)
 KFOLD = 10
-_BLOCK_FLOATS = 4_000_000  # floats of the batched matrices per block of draws (32 MB)
-
-
-def _loo_from_precision(c_diag: np.ndarray, c_t: np.ndarray) -> np.ndarray:
-    """GPML eq. 5.12: ``log N(t_n | mu_n, 1 / c_nn)`` with ``c_nn = [C^-1]_nn`` and
-    ``t_n - mu_n = [C^-1 t]_n / c_nn``."""
-    return 0.5 * (np.log(c_diag) - LOG_2PI) - 0.5 * c_t**2 / c_diag
-
-
-def _from_covariance(C: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """GPML eq. 5.12 for a batch of covariances ``C`` (S, N, N) of ``t``: with ``C = L L^T``,
-    ``[C^-1]_nn = sum_k (L^-1)_kn^2`` and ``C^-1 t = L^-T L^-1 t``."""
-    L = np.linalg.cholesky(C)
-    Linv = np.linalg.solve(L, np.broadcast_to(np.eye(C.shape[-1]), C.shape))
-    return _loo_from_precision(np.einsum("skn,skn->sn", Linv, Linv),
-                               np.einsum("skn,sk->sn", Linv, Linv @ t))
-
-
-def gaussian_loo_logpdf(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray,
-                        beta: np.ndarray) -> np.ndarray:
-    """``log p(t_n | t_-n, alpha_s, beta_s)`` (S, N) of the RVM with ``w`` integrated out,
-    for draws ``alpha`` (S, M) and ``beta`` (S,): GPML eqs. 5.10-5.12 with ``C = beta^-1 I +
-    Phi A^-1 Phi^T`` (T01 eq. 15).
-
-    ``M >= N``: from the Cholesky factor of ``C``. ``M < N``: through the weight posterior
-    (Woodbury), ``C^-1 = beta I - beta^2 Phi Sigma Phi^T`` with ``Sigma = (A + beta Phi^T
-    Phi)^-1`` (T01 eq. 13), so ``C^-1 t = beta (t - Phi mu)`` and ``[C^-1]_nn = beta (1 -
-    beta phi_n^T Sigma phi_n)``; ``Sigma^-1`` is factorised at unit diagonal. Cost
-    O(S (M^3 + N M^2))."""
-    Phi = np.asarray(Phi, dtype=float)
-    t = np.asarray(t, dtype=float)
-    alpha = np.atleast_2d(np.asarray(alpha, dtype=float))
-    S, M = alpha.shape
-    N = t.size
-    beta = np.broadcast_to(np.asarray(beta, dtype=float).reshape(-1), (S,))
-    out = np.empty((S, N))
-    step = max(1, _BLOCK_FLOATS // (min(N, M) * max(M, N)))
-    with one_blas_thread():
-        if M >= N:
-            for lo in range(0, S, step):
-                a, b = alpha[lo:lo + step], beta[lo:lo + step]
-                C = np.einsum("nm,sm,km->snk", Phi, 1.0 / a, Phi)
-                C[:, np.arange(N), np.arange(N)] += 1.0 / b[:, None]
-                out[lo:lo + step] = _from_covariance(C, t)
-            return out
-        G, Pt = Phi.T @ Phi, Phi.T @ t
-        for lo in range(0, S, step):
-            a, b = alpha[lo:lo + step], beta[lo:lo + step]
-            H = b[:, None, None] * G
-            H[:, np.arange(M), np.arange(M)] += a
-            d = np.sqrt(np.einsum("smm->sm", H))
-            L = np.linalg.cholesky(H / (d[:, :, None] * d[:, None, :]))
-            V = np.linalg.solve(L, Phi.T[None] / d[:, :, None])  # ||V_n||^2 = phi_n' Sigma phi_n
-            u = np.linalg.solve(L, (b[:, None] * Pt / d)[..., None])
-            mu = np.linalg.solve(np.swapaxes(L, 1, 2), u)[..., 0] / d
-            q = np.maximum(1.0 - b[:, None] * np.einsum("smn,smn->sn", V, V),
-                           np.finfo(float).tiny)
-            out[lo:lo + step] = _loo_from_precision(b[:, None] * q,
-                                                    b[:, None] * (t - mu @ Phi.T))
-    return out
-
-
-def gp_loo_logpdf(X: np.ndarray, t: np.ndarray, length_scale: np.ndarray,
-                  signal_sd: np.ndarray, noise_sd: np.ndarray) -> np.ndarray:
-    """``log p(t_n | t_-n, theta_s)`` (S, N) of GP regression (GPML eqs. 5.10-5.12) for
-    hyperparameter draws ``length_scale`` (S, d), ``signal_sd`` and ``noise_sd`` (S,), with
-    ``C = K + noise_sd^2 I`` and ``K`` the SE-ARD covariance."""
-    from sparsebayes.models.gp import se_ard_covariance
-
-    X, t = np.asarray(X, dtype=float), np.asarray(t, dtype=float)
-    ls = np.atleast_2d(length_scale)
-    sf, sn = np.atleast_1d(signal_sd), np.atleast_1d(noise_sd)
-    S, N = ls.shape[0], t.size
-    out = np.empty((S, N))
-    step = max(1, _BLOCK_FLOATS // N**2)
-    with one_blas_thread():
-        for lo in range(0, S, step):
-            hi = min(lo + step, S)
-            C = np.stack([se_ard_covariance(X, None, ls[s], sf[s]) for s in range(lo, hi)])
-            C[:, np.arange(N), np.arange(N)] += (sn[lo:hi] ** 2)[:, None]
-            out[lo:hi] = _from_covariance(C, t)
-    return out
-
-
-def _prior(post) -> GammaPrior | None:
-    return GammaPrior.from_json(post.attrs["prior"]) if "prior" in post.attrs else None
 
 
 def training_problem(post: xr.DataTree, rows: np.ndarray | slice = slice(None)):
@@ -190,36 +80,8 @@ def training_problem(post: xr.DataTree, rows: np.ndarray | slice = slice(None)):
     (at its fitted width), bias, extra columns, fixed noise, prior and width learning, and
     the same basis: kernels at *all* the fitted centres (the training inputs of the classic
     RVM), since the model conditions on the inputs and leave-one-out leaves out a target,
-    not a column. For refits (:func:`refit_loo_logpdf`)."""
-    from sparsebayes.models import (
-        GPClassification,
-        GPRegression,
-        RVMClassification,
-        RVMRegression,
-    )
-
-    X = post["constant_data"]["X"].values[rows]
-    t = post["observed_data"]["t"].values[rows]
-    kind = post.attrs["problem_kind"]
-    if kind in ("gp", "gp_classification"):
-        ds = post["posterior"]
-        fixed = {k: flat_draws(post, k)[0]
-                 for k in post.attrs.get("fixed", "none").split(",") if k in ds}
-        cls = GPRegression if kind == "gp" else GPClassification
-        return cls(X, t, **{k: v if v.ndim else float(v) for k, v in fixed.items()})
-    basis, _ = basis_from_posterior(post)
-    if kind == "classification":  # the labels are the class codes 0..K-1
-        return RVMClassification(X, t, kernel=basis.kernel, bias=basis.bias,
-                                 extra_columns=basis.extra, prior=_prior(post),
-                                 learn_width=bool(int(post.attrs.get("learn_width", 0))),
-                                 centres=basis.centres)
-    noise_sd = None
-    if int(post.attrs.get("noise_fixed", 0)):
-        noise_sd = float(post["posterior"]["noise_sd"].values.reshape(-1)[0])
-    return RVMRegression(X, t, kernel=basis.kernel, bias=basis.bias,
-                         extra_columns=basis.extra, noise_sd=noise_sd, prior=_prior(post),
-                         learn_width=bool(int(post.attrs.get("learn_width", 0))),
-                         centres=basis.centres)
+    not a column. For refits (:func:`cold_refit_logpdf`)."""
+    return family_of(post).training_problem(post, rows)
 
 
 def _progress(progressbar, total: int, desc: str):
@@ -265,12 +127,11 @@ def cold_reason(post: xr.DataTree) -> str | None:
     by the evidence (a warm start holds the basis), or a VRVM regression fit whose
     hyperprior on ``alpha`` has shape < 1 (Tipping's flat prior, the nearly flat
     default): its bound has many local maxima, and a warm refit keeps the relevance vectors
-    the full fit chose with the left-out targets (measured: 3-11 nats optimistic against
-    cold refits on sinc N = 40-100)."""
+    the full fit chose with the left-out targets (an optimistic estimate)."""
     if int(post.attrs.get("learn_width", 0)):
         return "widths learned by the evidence"
-    if (post.attrs["problem_kind"], post.attrs["method"]) == ("regression", "vrvm"):
-        prior = _prior(post)
+    if (family_of(post) is RVM_REGRESSION and post.attrs["method"] == "vrvm"):
+        prior = result_prior(post)
         if prior is None or prior.a < 1:
             return "a VRVM hyperprior of shape < 1 (its bound has many local maxima)"
     return None
@@ -312,7 +173,7 @@ def kfold_folds(post: xr.DataTree, k: int = KFOLD) -> list[np.ndarray]:
     from sklearn.model_selection import KFold, StratifiedKFold
 
     t = post["observed_data"]["t"].values
-    if post.attrs["problem_kind"] in CLASSIFICATION_KINDS:
+    if family_of(post).labels:
         split = StratifiedKFold(k, shuffle=True, random_state=0).split(t, t)
     else:
         split = KFold(k, shuffle=True, random_state=0).split(t)
@@ -332,29 +193,6 @@ def _elpd_data(post, elpd_i: np.ndarray, lppd_i: np.ndarray, pointwise: bool):
                        p=float(lppd_i.sum() - elpd_i.sum()), n_samples=1, n_data_points=n,
                        scale="log", warning=False, good_k=None,
                        elpd_i=da if pointwise else None, pareto_k=None)
-
-
-def _hyperparameters(post):
-    """Draws (S, ...) of the hyperparameters the Gaussian LOO needs: RVM ``(alpha, beta)``,
-    GP ``(length_scale, signal_sd, noise_sd)``; type-II ML results give one draw."""
-    if post.attrs["problem_kind"] == "gp":
-        ls, sf, sn = hyperparameter_draws(post)
-        return (ls[:1], sf[:1], sn[:1]) if post.attrs["method"] == "evidence" else (ls, sf, sn)
-    if "gaussian_posterior" in post.children:
-        g = post["gaussian_posterior"]
-        return g["alpha"].values[None], np.array([float(g["beta"])])
-    return flat_draws(post, "alpha"), beta_draws(post)
-
-
-def _gaussian_loo(post) -> np.ndarray:
-    """(S, N) ``log p(t_n | t_-n, theta_s)`` for each hyperparameter draw of ``post``."""
-    X = post["constant_data"]["X"].values
-    t = post["observed_data"]["t"].values
-    if post.attrs["problem_kind"] == "gp":
-        return gp_loo_logpdf(X, t, *_hyperparameters(post))
-    from .predictive.regression import design
-
-    return gaussian_loo_logpdf(design(post, X), t, *_hyperparameters(post))
 
 
 def _psis(post, ll: np.ndarray, pointwise: bool):
@@ -393,11 +231,11 @@ def default_estimator(post: xr.DataTree) -> str:
     """The estimator :func:`loo` uses by default: "psis" for sampled results; for point
     (type-II ML) results "refit" (exact) up to ``EXACT_MAX_N[kind]`` training points, else
     "kfold". Decided by the method and the size alone, never by a clock."""
-    kind, method = post.attrs["problem_kind"], post.attrs.get("method")
-    if method in SAMPLED_METHODS:
+    if post.attrs.get("method") in SAMPLED_METHODS:
         return "psis"
     n = post["observed_data"]["t"].shape[0]
-    limit = COLD_EXACT_MAX_N if cold_reason(post) is not None else EXACT_MAX_N[kind]
+    limit = COLD_EXACT_MAX_N if cold_reason(post) is not None else \
+        EXACT_MAX_N[family_of(post).kind]
     return "refit" if n <= limit else "kfold"
 
 
@@ -405,12 +243,13 @@ def _check(post, estimator):
     if not isinstance(post, xr.DataTree) or "problem_kind" not in post.attrs:
         raise TypeError(f"post must be a DataTree returned by sparsebayes.inference.fit, got "
                         f"{type(post).__name__}")
-    kind, method = post.attrs["problem_kind"], post.attrs.get("method")
+    family, method = family_of(post), post.attrs.get("method")
+    kind = family.kind
     sampled = method in SAMPLED_METHODS
-    point = (kind, method) in WARM_REFITS
+    point = method in family.warm_refits
     if not (sampled or point):
         raise ValueError(f"no leave-one-out estimator for a {kind} {method!r} result")
-    optimistic = OPTIMISTIC[kind] if point else None
+    optimistic = family.optimistic if point else None
     allowed = ("psis",) if sampled else ("refit", "kfold", optimistic)
     if estimator not in (None, *allowed):
         raise ValueError(f"estimator must be one of {allowed} for a {kind} {method!r} result, "
@@ -434,19 +273,19 @@ def loo(post: xr.DataTree, estimator: str | None = None, *, pointwise: bool = Tr
     whether it holds anything fitted to all the points.
     """
     sampled, optimistic = _check(post, estimator)
-    kind = post.attrs["problem_kind"]
+    family = family_of(post)
     if estimator is None:
         estimator = default_estimator(post)
     if not isinstance(folds, int | np.integer) or not 2 <= folds <= post["observed_data"][
             "t"].shape[0]:
         raise ValueError(f"folds must be an integer in [2, N], got {folds!r}")
     start = time.perf_counter()
-    if estimator == "psis" and kind == "classification":
+    if estimator == "psis" and family.psis_loglik is None:
         import arviz_stats as azs
 
         res = azs.loo(post, pointwise=pointwise)
     elif estimator == "psis":
-        res = _psis(post, _gaussian_loo(post), pointwise)
+        res = _psis(post, family.psis_loglik(post), pointwise)
     if estimator == "psis":
         _warn_high_pareto_k(post, res)
     else:
@@ -460,10 +299,10 @@ def loo(post: xr.DataTree, estimator: str | None = None, *, pointwise: bool = Tr
                           "predictive densities are those of the last iterate",
                           NumericalWarning)
         else:
-            elpd_i = _optimistic_loo(post)
+            elpd_i = family.optimistic_loo(post)
         res = _elpd_data(post, elpd_i, _in_sample_lppd(post), pointwise)
     res.estimator = estimator
-    res.problem_kind = kind
+    res.problem_kind = family.kind
     res.optimistic = estimator == optimistic
     res.folds = folds if estimator == "kfold" else None
     res.refits = None if estimator in ("psis", optimistic) else (
@@ -486,21 +325,6 @@ def _warn_high_pareto_k(post, res) -> None:
                   "held-out data", NumericalWarning)
 
 
-def _optimistic_loo(post) -> np.ndarray:
-    """The LOO at the hyperparameters fitted to all points: GPML eq. 5.12 for regression,
-    the Laplace cavity (Vehtari et al. 2016) for classification."""
-    kind = post.attrs["problem_kind"]
-    if kind in ("regression", "gp"):
-        return _gaussian_loo(post)[0]
-    if kind == "gp_classification":
-        from .gp.classification import gp_laplace_cavity_logpdf
-
-        return gp_laplace_cavity_logpdf(post)
-    from .rvm.laplace import laplace_cavity_logpdf
-
-    return laplace_cavity_logpdf(post)
-
-
 def loo_compare(posts: Mapping[str, xr.DataTree], **kwargs):
     """``az.compare`` of ``{name: result}`` by :func:`loo` of each (``ELPDData`` values are
     taken as they are), with a column ``estimator`` naming each row's estimator; ``kwargs``
@@ -516,8 +340,9 @@ def loo_compare(posts: Mapping[str, xr.DataTree], **kwargs):
     est = {k: getattr(v, "estimator", "psis") for k, v in res.items()}
     optimistic = sorted(k for k, v in res.items() if getattr(v, "optimistic", False))
     if optimistic and len(optimistic) < len(res):
-        fitted = sorted({FITTED_TO_ALL.get(getattr(res[k], "problem_kind", None),
-                                           "the hyperparameters") for k in optimistic})
+        fitted = sorted({FAMILIES[res[k].problem_kind].fitted_to_all
+                         if getattr(res[k], "problem_kind", None) in FAMILIES
+                         else "the hyperparameters" for k in optimistic})
         raise ValueError(
             f"{optimistic} hold an optimistic LOO (estimator "
             f"{sorted({est[k] for k in optimistic})}: {'; '.join(fitted)} fitted to all "

@@ -34,6 +34,9 @@ __all__ = [
     "unknown_names",
     "warn_user",
     "show_progress",
+    "loo_from_precision",
+    "loo_from_covariance",
+    "gaussian_loo_logpdf",
 ]
 
 LOG_2PI = np.log(2 * np.pi)
@@ -140,10 +143,8 @@ def blas_threads(limit: int | None):
 
 
 def one_blas_thread():
-    """Context limiting BLAS to one thread. On busy cores multithreaded OpenBLAS is many
-    times slower on the mid-sized products here (measured: RVM* on 1000 x 1000 points
-    74 ms with the default threads, 14 ms with one; a GP likelihood gradient at n = 455
-    2.0 s vs 0.025 s)."""
+    """Context limiting BLAS to one thread: on busy cores multithreaded OpenBLAS is slower,
+    not faster, on the mid-sized products of these fits (``benchmarks/results``)."""
     return blas_threads(1)
 
 
@@ -220,3 +221,64 @@ def check_rows_out(out, n: int, min_kept: int = 1) -> np.ndarray:
                          f"{min_kept} or more")
     return rows.astype(int)
 
+
+LOO_BLOCK_FLOATS = 4_000_000  # floats of the batched matrices per block of draws (32 MB)
+
+
+def loo_from_precision(c_diag: np.ndarray, c_t: np.ndarray) -> np.ndarray:
+    """GPML eq. 5.12: ``log N(t_n | mu_n, 1 / c_nn)`` with ``c_nn = [C^-1]_nn`` and
+    ``t_n - mu_n = [C^-1 t]_n / c_nn``."""
+    return 0.5 * (np.log(c_diag) - LOG_2PI) - 0.5 * c_t**2 / c_diag
+
+
+def loo_from_covariance(C: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """GPML eq. 5.12 for a batch of covariances ``C`` (S, N, N) of ``t``: with ``C = L L^T``,
+    ``[C^-1]_nn = sum_k (L^-1)_kn^2`` and ``C^-1 t = L^-T L^-1 t``."""
+    L = np.linalg.cholesky(C)
+    Linv = np.linalg.solve(L, np.broadcast_to(np.eye(C.shape[-1]), C.shape))
+    return loo_from_precision(np.einsum("skn,skn->sn", Linv, Linv),
+                               np.einsum("skn,sk->sn", Linv, Linv @ t))
+
+
+def gaussian_loo_logpdf(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray,
+                        beta: np.ndarray) -> np.ndarray:
+    """``log p(t_n | t_-n, alpha_s, beta_s)`` (S, N) of the RVM with ``w`` integrated out,
+    for draws ``alpha`` (S, M) and ``beta`` (S,): GPML eqs. 5.10-5.12 with ``C = beta^-1 I +
+    Phi A^-1 Phi^T`` (T01 eq. 15).
+
+    ``M >= N``: from the Cholesky factor of ``C``. ``M < N``: through the weight posterior
+    (Woodbury), ``C^-1 = beta I - beta^2 Phi Sigma Phi^T`` with ``Sigma = (A + beta Phi^T
+    Phi)^-1`` (T01 eq. 13), so ``C^-1 t = beta (t - Phi mu)`` and ``[C^-1]_nn = beta (1 -
+    beta phi_n^T Sigma phi_n)``; ``Sigma^-1`` is factorised at unit diagonal. Cost
+    O(S (M^3 + N M^2))."""
+    Phi = np.asarray(Phi, dtype=float)
+    t = np.asarray(t, dtype=float)
+    alpha = np.atleast_2d(np.asarray(alpha, dtype=float))
+    S, M = alpha.shape
+    N = t.size
+    beta = np.broadcast_to(np.asarray(beta, dtype=float).reshape(-1), (S,))
+    out = np.empty((S, N))
+    step = max(1, LOO_BLOCK_FLOATS // (min(N, M) * max(M, N)))
+    with one_blas_thread():
+        if M >= N:
+            for lo in range(0, S, step):
+                a, b = alpha[lo:lo + step], beta[lo:lo + step]
+                C = np.einsum("nm,sm,km->snk", Phi, 1.0 / a, Phi)
+                C[:, np.arange(N), np.arange(N)] += 1.0 / b[:, None]
+                out[lo:lo + step] = loo_from_covariance(C, t)
+            return out
+        G, Pt = Phi.T @ Phi, Phi.T @ t
+        for lo in range(0, S, step):
+            a, b = alpha[lo:lo + step], beta[lo:lo + step]
+            H = b[:, None, None] * G
+            H[:, np.arange(M), np.arange(M)] += a
+            d = np.sqrt(np.einsum("smm->sm", H))
+            L = np.linalg.cholesky(H / (d[:, :, None] * d[:, None, :]))
+            V = np.linalg.solve(L, Phi.T[None] / d[:, :, None])  # ||V_n||^2 = phi_n' Sigma phi_n
+            u = np.linalg.solve(L, (b[:, None] * Pt / d)[..., None])
+            mu = np.linalg.solve(np.swapaxes(L, 1, 2), u)[..., 0] / d
+            q = np.maximum(1.0 - b[:, None] * np.einsum("smn,smn->sn", V, V),
+                           np.finfo(float).tiny)
+            out[lo:lo + step] = loo_from_precision(b[:, None] * q,
+                                                    b[:, None] * (t - mu @ Phi.T))
+    return out

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 import numpy as np
 import xarray as xr
 
+from sparsebayes.models import RVMRegression
+
 from .compare import compare_posteriors
 from .results import basis_from_posterior, flat_draws
 
@@ -44,7 +46,8 @@ def plot_posteriors(posteriors: Mapping[str, xr.DataTree], X=None, *, ci_prob: f
     if not 0 < ci_prob < 1:
         raise ValueError(f"ci_prob must lie in (0, 1), got {ci_prob!r}")
     lo_q, hi_q = 50 * (1 - ci_prob), 50 * (1 + ci_prob)
-    regression = all(p.attrs.get("problem_kind") == "regression" for p in posteriors.values())
+    regression = all(p.attrs.get("problem_kind") == RVMRegression.kind
+                     for p in posteriors.values())
     show_pred = X is not None and regression
     if X is not None:
         X = np.asarray(X, dtype=float)

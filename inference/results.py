@@ -10,7 +10,6 @@ regression), ``log_likelihood`` (``t`` on dim ``obs``), ``observed_data``, ``con
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -24,9 +23,10 @@ from sparsebayes.models import Basis, GaussianKernel
 
 from .numerics import LOG_2PI, gaussian_draws
 
-__all__ = ["datatree", "make_datatree", "classification_datatree", "basis_from_posterior",
-           "flat_draws", "gaussian_log_likelihood", "gaussian_draws_log_likelihood",
-           "pointwise_budget_ok", "relevance_counts", "ALPHA_PRUNED"]
+__all__ = ["is_result_of", "classes_attr", "datatree", "make_datatree", "classification_datatree",
+           "basis_from_posterior", "flat_draws", "gaussian_log_likelihood",
+           "gaussian_draws_log_likelihood", "pointwise_budget_ok", "relevance_counts",
+           "ALPHA_PRUNED"]
 
 POINTWISE_MAX = 25_000_000  # values (200 MB) of a log_likelihood group at most
 
@@ -43,6 +43,21 @@ def pointwise_budget_ok(chains: int, draws: int, n: int) -> bool:
     """Whether a (chain, draw, obs) log_likelihood fits ``POINTWISE_MAX``; above it a result
     leaves the group out (say so in its attrs) rather than exhaust memory at large N."""
     return chains * draws * n <= POINTWISE_MAX
+
+
+def is_result_of(post, problem_type: type, method: str | None = None) -> bool:
+    """Whether ``post`` is a result of ``fit`` on a ``problem_type`` problem (by ``method``,
+    if given)."""
+    return (isinstance(post, xr.DataTree)
+            and post.attrs.get("problem_kind") == problem_type.kind
+            and (method is None or post.attrs.get("method") == method))
+
+
+def classes_attr(classes) -> np.ndarray | list[str]:
+    """The class labels as a result attr: a numeric array, or a list of str for text labels
+    (netCDF keeps both)."""
+    classes = np.asarray(classes)
+    return classes.astype(str).tolist() if classes.dtype.kind in "USO" else classes
 
 
 def flat_draws(post: xr.DataTree, name: str) -> np.ndarray:
@@ -171,12 +186,11 @@ def make_datatree(
 
     base_attrs = {
         "problem_kind": problem.kind,
-        "basis_spec": basis.spec(),
+        **basis.to_attrs(),
         **relevance_counts(basis, columns),
-        "sparsebayes_version": _version(),
     }
     if getattr(problem, "classes", None) is not None:
-        base_attrs["classes"] = json.dumps(np.asarray(problem.classes).tolist())
+        base_attrs["classes"] = classes_attr(problem.classes)
     dt.attrs.update(base_attrs)
     dt.attrs.update({k: v for k, v in (attrs or {}).items() if v is not None})
     return dt
@@ -242,10 +256,8 @@ def classification_datatree(problem, basis: Basis, lik, *, theta: np.ndarray, Si
     loglik = (lik.draws_loglik(basis.design(problem.X, columns=cols), cls, theta_draws)
               if pointwise_budget_ok(chains, draws, n) else None)
     attrs = {
-        "log_likelihood_omitted": None if loglik is not None else (
-            f"{chains} x {draws} x {n} pointwise values exceed the budget; pass fewer "
-            "draws for az.loo"),
-        "likelihood": "softmax" if K > 1 else "bernoulli",
+        "log_likelihood_omitted": None if loglik is not None else "size",
+        "likelihood": lik.name,
         "alpha_pruned": ALPHA_PRUNED,
         **attrs,
     }
@@ -253,7 +265,8 @@ def classification_datatree(problem, basis: Basis, lik, *, theta: np.ndarray, Si
         attrs["width"] = np.atleast_1d(np.asarray(basis.kernel.width, dtype=float))
     big = ALPHA_PRUNED
     if K == 1:
-        attrs["positive_class"] = str(problem.classes[1])
+        if getattr(problem, "classes", None) is not None:
+            attrs["positive_class"] = str(problem.classes[1])
         columns, A, mu, S = cols, alpha, theta, Sigma
         w = theta_draws
     else:
@@ -302,7 +315,7 @@ def basis_from_posterior(post: xr.DataTree, kernel=None) -> tuple[Basis, np.ndar
     callable (which a DataTree cannot store)."""
     const = post["constant_data"]
     centres = const["dictionary"].values if "dictionary" in const else const["X"].values
-    basis = Basis.from_spec(post.attrs["basis_spec"], centres, kernel)
+    basis = Basis.from_attrs(post.attrs, centres, kernel)
     pos = {lab: i for i, lab in enumerate(basis.labels)}
     columns = np.array([pos[str(lab)] for lab in post["posterior"]["basis"].values], dtype=int)
     return basis, columns
@@ -376,19 +389,9 @@ def _range_index(name: str, n: int) -> PandasIndex:
 
 
 @functools.cache
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("sparsebayes")
-    except PackageNotFoundError:  # running from a source tree
-        return "unknown"
-
-
-@functools.cache
 def library_versions() -> str:
-    """JSON of the versions of the libraries a result depends on (read once per process:
-    ``importlib.metadata`` parses every package's metadata file, ~4 ms per fit)."""
+    """``name==version`` of the libraries a result depends on, space-separated, read once per
+    process (``importlib.metadata`` parses every package's metadata file)."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
@@ -397,4 +400,4 @@ def library_versions() -> str:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
             pass
-    return json.dumps(out)
+    return " ".join(f"{k}=={v}" for k, v in out.items())

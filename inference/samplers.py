@@ -28,7 +28,44 @@ STAT_NAMES = {
 }
 KEEP_STATS = ("diverging", "tree_depth", "step_size", "energy", "lp", "n_steps",
               "acceptance_rate", "reached_max_treedepth", "energy_error")
-COMPILED: dict = {}  # nutpie samplers by model key, reused for data of the same shapes
+
+
+class CompiledSamplers:
+    """nutpie's compiled samplers by model key (the model and its data shapes): a model of
+    a key seen before reuses its sampler with the new model's data."""
+
+    def __init__(self) -> None:
+        self._kept: dict = {}  # key -> (compiled sampler, the model it was compiled from)
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def clear(self) -> None:
+        self._kept.clear()
+
+    def sampler(self, model, key):
+        """nutpie's compiled sampler of ``model`` and the compile time (0 when reused)."""
+        import nutpie
+
+        if key in self._kept:
+            compiled, first = self._kept[key]
+            known = {v.name for v in compiled.shared_var_keys}
+            data = {v.name: v.get_value() for v in model.data_vars}
+            # nutpie's initial-point function reads the first model's shared variables:
+            # point them at this data too, or the chains start where the first data set's
+            # would
+            for name, value in data.items():
+                first[name].set_value(value)
+            return compiled.with_data(**{k: v for k, v in data.items() if k in known}), 0.0
+        start = time.perf_counter()
+        with compiling(f"nutpie's NUTS sampler of a {key[0]} model of this shape"):
+            compiled = nutpie.compile_pymc_model(model)
+        elapsed = time.perf_counter() - start
+        self._kept[key] = (compiled, model)
+        return compiled, elapsed
+
+
+COMPILED = CompiledSamplers()  # the samplers every fit of this process shares
 
 
 def clear_compiled() -> None:
@@ -62,28 +99,6 @@ def normalise_sample_stats(ss: xr.Dataset) -> dict[str, np.ndarray]:
     return out
 
 
-def _compile_nutpie(model, key):
-    """nutpie's compiled sampler of ``model`` and the compile time; a model of the same
-    ``key`` seen before reuses its sampler with this model's data (compile time 0)."""
-    import nutpie
-
-    if key in COMPILED:
-        compiled, first = COMPILED[key]
-        known = {v.name for v in compiled.shared_var_keys}
-        data = {v.name: v.get_value() for v in model.data_vars}
-        # nutpie's initial-point function reads the first model's shared variables: point
-        # them at this data too, or the chains start where the first data set's would
-        for name, value in data.items():
-            first[name].set_value(value)
-        return compiled.with_data(**{k: v for k, v in data.items() if k in known}), 0.0
-    start = time.perf_counter()
-    with compiling(f"nutpie's NUTS sampler of a {key[0]} model of this shape"):
-        compiled = nutpie.compile_pymc_model(model)
-    elapsed = time.perf_counter() - start
-    COMPILED[key] = (compiled, model)
-    return compiled, elapsed
-
-
 def run_sampler(model, sampler, *, draws, tune, chains, cores, seed, target_accept, key,
                 adaptation="diag", progressbar: bool = False):
     """Sample and return (posterior Dataset, normalised stats, compile s, sampling s)."""
@@ -92,7 +107,7 @@ def run_sampler(model, sampler, *, draws, tune, chains, cores, seed, target_acce
     if sampler == "nutpie":
         import nutpie
 
-        compiled, t_compile = _compile_nutpie(model, key)
+        compiled, t_compile = COMPILED.sampler(model, key)
         start = time.perf_counter()
         logged = None if progressbar else sampler_callback("nuts", draws + tune, chains)
         tr = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, cores=cores,

@@ -15,7 +15,6 @@ precision ``alpha_`` and the weight precisions ``lambda_``.
 
 from __future__ import annotations
 
-import json
 import numbers
 import warnings
 from collections.abc import Callable, Mapping
@@ -44,12 +43,12 @@ from .api import fit, predict
 from .predictive.classification import moderated_log_proba, samples_log_proba
 from .predictive.regression import Predictive, gaussian_predictive, samples_predictive
 from .results import basis_from_posterior, flat_draws
+from .rvm.families import RVM_CLASSIFICATION, RVM_REGRESSION
 from .rvm.widths import default_width_bounds, estimator_ard_bounds, estimator_width_range
 
 __all__ = ["RVR", "RVC"]
 
 KERNELS = ("rbf", "linear", "poly", "linear_spline")
-POSTERIORS = ("evidence", "evidence-mackay", "vrvm", "advi", "nuts")
 # width="cv": these x the evidence's start, none below its lower bound (narrower widths
 # degenerate: on diabetes 0.25x took 366 s, 0.5x 66 s, 1x 1.4 s, every point kept)
 CV_WIDTH_FACTORS = (0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0)
@@ -105,8 +104,9 @@ def _make_kernel(est, X: np.ndarray) -> tuple[Kernel | None, bool | str]:
 def _check_common(est) -> tuple[str, dict, int | None]:
     """Validate the parameters shared by RVR and RVC; return the method, its options and
     the integer seed for :func:`fit`."""
-    if est.posterior not in POSTERIORS:
-        raise ValueError(f"posterior must be one of {POSTERIORS}, got {est.posterior!r}")
+    posteriors = est._family.sklearn_posteriors
+    if est.posterior not in posteriors:
+        raise ValueError(f"posterior must be one of {posteriors}, got {est.posterior!r}")
     if not isinstance(est.bias, bool | np.bool_):
         raise TypeError(f"bias must be True or False, got {est.bias!r}")
     if est.prior is not None and not isinstance(est.prior, GammaPrior):
@@ -258,7 +258,7 @@ def _set_fitted(est, post: xr.DataTree, X: np.ndarray) -> None:
 def _library_predicts(post: xr.DataTree) -> bool:
     """Whether :func:`predict` serves this posterior: its kernel can be rebuilt from the
     DataTree (every built-in kernel can, a user callable cannot)."""
-    return json.loads(post.attrs["basis_spec"])["kernel"]["name"] != "callable"
+    return post.attrs["kernel"] != "callable"
 
 
 def _design(post: xr.DataTree, kernel, X: np.ndarray) -> np.ndarray:
@@ -335,18 +335,16 @@ _PARAMS_DOC = """
         counts the widths on that bound). RVR learns one width per input (ARD, the eta-RVM
         of Tipping 2001 §4.4.1; started from one shared width); RVC one width, started from
         ``sqrt(sum_k var(x_k))`` = ``sqrt(n_features)`` on standardised inputs (per-input
-        widths by the Laplace evidence overfit: on breast cancer the log evidence rose from
-        -34 to -18 nats while the test log loss went from 0.105 to 0.187). For posteriors
-        other than "evidence" this type-II ML width is then held fixed. The per-input
-        search costs more with many inputs (64: ~50 s for 500 points); for one width use
+        widths by the Laplace evidence overfit: the evidence rises while the test log loss
+        worsens). For posteriors other than "evidence" this type-II ML width is then held
+        fixed. The per-input search costs more with many inputs; for one width use
         ``"cv"``, a number, or ``RVMRegression(..., learn_width=True)`` with a
         ``GaussianKernel`` of one width. Standardise the inputs
         (``make_pipeline(StandardScaler(), RVC())``): the inputs are used as given, and one
-        width cannot suit features of different scales (raw breast cancer: default ``RVC``
-        92.2% test accuracy, standardised 96.0%). A width far below the spacing of the
-        inputs (median nearest neighbour over 5 widths away) warns: each basis function
-        then sees only its own point (raw breast cancer with ``width=0.5``: one probability
-        for every test point).
+        width cannot suit features of different scales. A width far below the spacing of
+        the inputs (median nearest neighbour over 5 widths away) warns: each basis function
+        then sees only its own point (every test point far from the data gets the same
+        probability).
     degree : int, default=3
         Degree of the "poly" kernel.
     coef0 : float, default=1.0
@@ -421,6 +419,7 @@ class RVR(RegressorMixin, _RVMBase):
     >>> mean, std = reg.predict(X, return_std=True)
 """
     )
+    _family = RVM_REGRESSION
 
     _width_per_input = True
 
@@ -499,6 +498,7 @@ class RVC(ClassifierMixin, _RVMBase):
         ``alpha_`` and ``width_`` one width per class when they differ.
 """
     )
+    _family = RVM_CLASSIFICATION
 
     def __init__(self, kernel="rbf", width=None, *, degree=3, coef0=1.0, bias=True,
                  prior=None, posterior="evidence", fit_options=None, random_state=None,

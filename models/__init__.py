@@ -16,7 +16,7 @@ from .kernels import (
 )
 from .latent import RVMLatent
 from .priors import GammaPrior
-from .problems import RVMClassification, RVMRegression
+from .problems import RVMClassification, RVMPoissonRegression, RVMRegression
 
 __all__ = [
     "Basis",
@@ -34,6 +34,7 @@ __all__ = [
     "PolynomialKernel",
     "RVMClassification",
     "RVMLatent",
+    "RVMPoissonRegression",
     "RVMRegression",
     "SamplingWarning",
     "SparseBayesWarning",

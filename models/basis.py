@@ -4,7 +4,6 @@ columns (linear or quadratic terms in the inputs), each labelled (T01 eqs. 1-2, 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -176,20 +175,35 @@ class Basis:
         return Basis(kernel=kernel, centres=self.centres, bias=self.bias, extra=self.extra,
                      dictionary=self.dictionary)
 
-    def spec(self) -> str:
-        """JSON description (kernel, bias, extra columns, dictionary); centres are stored as
-        data."""
-        return json.dumps({"kernel": self.kernel.spec(), "bias": self.bias, "extra": self.extra,
-                           "dictionary": self.dictionary})
+    def to_attrs(self) -> dict[str, Any]:
+        """The basis as result attrs, each a value (kernel name and parameters, bias, extra
+        columns, dictionary); the centres are stored as data."""
+        out: dict[str, Any] = {f"kernel_{k}" if k != "name" else "kernel":
+                               np.asarray(v, dtype=float) if isinstance(v, tuple) else v
+                               for k, v in self.kernel.spec().items()}
+        return {**out, "bias": int(self.bias), "extra_columns": " ".join(self.extra),
+                "dictionary": int(self.dictionary)}
 
     @staticmethod
-    def from_spec(spec: str, centres: np.ndarray, kernel: Kernel | None = None) -> Basis:
-        """The basis of :meth:`spec` on ``centres``; ``kernel`` replaces the stored kernel
-        (a user callable, which the spec cannot hold)."""
-        d: dict[str, Any] = json.loads(spec)
-        kernel = kernel_from_spec(d["kernel"]) if kernel is None else kernel
-        return Basis(kernel, np.asarray(centres, dtype=float),
-                     bool(d["bias"]), tuple(d["extra"]), bool(d.get("dictionary", False)))
+    def from_attrs(attrs, centres: np.ndarray, kernel: Kernel | None = None) -> Basis:
+        """The basis of :meth:`to_attrs` on ``centres``; ``kernel`` replaces the stored kernel
+        (a user callable, which the attrs cannot hold)."""
+        if kernel is None:
+            spec = {k.removeprefix("kernel_"): v for k, v in attrs.items()
+                    if k.startswith("kernel_")}
+            spec = {k: tuple(float(x) for x in v) if isinstance(v, np.ndarray) else v
+                    for k, v in spec.items()}  # an ARD width: one per input
+            kernel = kernel_from_spec({"name": attrs["kernel"], **spec})
+        return Basis(kernel, np.asarray(centres, dtype=float), bool(attrs["bias"]),
+                     tuple(attrs["extra_columns"].split()),
+                     bool(attrs.get("dictionary", 0)))
+
+    def same_as(self, attrs) -> bool:
+        """Whether result attrs describe this basis (kernel, its parameters, bias, extra
+        columns, dictionary)."""
+        mine = self.to_attrs()
+        return all(k in attrs and np.array_equal(np.asarray(attrs[k]), np.asarray(v))
+                   for k, v in mine.items())
 
 
 def symmetric_kernel(kernel: Kernel) -> bool:

@@ -40,9 +40,13 @@ __all__ = [
     "DATASETS",
     "REGRESSION",
     "CLASSIFICATION",
+    "COUNTS",
+    "TASKS",
+    "poisson_sine",
 ]
 
-REGRESSION, CLASSIFICATION = "regression", "classification"
+REGRESSION, CLASSIFICATION, COUNTS = "regression", "classification", "counts"
+TASKS = (REGRESSION, CLASSIFICATION, COUNTS)  # real targets, class labels, event counts
 
 IDA_SETS = ("banana", "breast_cancer", "german", "heart", "image", "ringnorm", "titanic",
             "waveform")
@@ -169,8 +173,24 @@ def ripley_mixture(n: int, seed: int | None = None) -> tuple[np.ndarray, np.ndar
     return means + rng.normal(0.0, np.sqrt(0.03), (n, 2)), y
 
 
+def poisson_sine_rate(x) -> np.ndarray:
+    """The rate ``exp(1 + sin(x))`` of :func:`poisson_sine`."""
+    return np.exp(1.0 + np.sin(np.asarray(x, dtype=float)))
+
+
+def poisson_sine(n: int, seed: int | None = None, x_range: tuple[float, float] = (-5.0, 5.0)
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Counts ``t ~ Poisson(exp(1 + sin(x)))`` at ``n`` uniform inputs on ``x_range``: a 1-D
+    log-link problem for the Poisson RVM. Returns (X (n, 1), t)."""
+    if n < 2:
+        raise ValueError(f"n must be >= 2, got {n}")
+    rng = np.random.default_rng(seed)
+    x = np.sort(rng.uniform(*x_range, n))
+    return x[:, None], rng.poisson(poisson_sine_rate(x))
+
+
 GENERATORS = {"sinc": sinc, "sinc2d": sinc2d, "friedman": friedman,
-              "ripley_mixture": ripley_mixture}
+              "ripley_mixture": ripley_mixture, "poisson_sine": poisson_sine}
 
 
 # ---- real data --------------------------------------------------------------------------
@@ -418,6 +438,14 @@ def _split_ripley_mixture(rng, split, fold_seed, *, n_train=100, n_test=1000,
     return Split(X, y, Xs, ys)
 
 
+def _split_poisson_sine(rng, split, fold_seed, *, n_train=200, n_test=1000,
+                        data_dir=None) -> Split:
+    """Fresh draws of :func:`poisson_sine` per split (raw units); ``truth`` is the rate."""
+    X, t = poisson_sine(int(n_train), seed=_draw_seed(rng))
+    Xs, ts = poisson_sine(int(n_test), seed=_draw_seed(rng))
+    return Split(X, t, Xs, ts, truth=lambda g: poisson_sine_rate(np.asarray(g)[:, 0]))
+
+
 def _subset(rng, X, y, n_train):
     if n_train is not None and int(n_train) < y.size:
         keep = np.sort(rng.choice(y.size, size=int(n_train), replace=False))
@@ -467,6 +495,11 @@ _register(DataInfo(
     "Ripley's (1994) generating model (2-D, two Gaussians per class), 100 training points "
     "(as Tipping's Fig. 3) and 1000 test points drawn afresh per split",
     width=0.5, loader=_split_ripley_mixture, options={"n_train": 100, "n_test": 1000}))
+_register(DataInfo(
+    "poisson_sine", COUNTS, "generator",
+    "Counts t ~ Poisson(exp(1 + sin x)) at 200 uniform x in [-5, 5], drawn afresh per split; "
+    "1000 test points",
+    width=1.5, loader=_split_poisson_sine, options={"n_train": 200, "n_test": 1000}))
 _register(DataInfo(
     "ripley", CLASSIFICATION, "file",
     "Ripley's synthetic data files: a random 100 of the 250 training points per split "

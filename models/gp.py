@@ -13,7 +13,7 @@ with ``pm.gp.Marginal(...).marginal_likelihood(..., sigma=noise_sd)``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -58,41 +58,16 @@ def _positive(name: str, value, shape: tuple[int, ...] | None = None):
 
 
 @dataclass(frozen=True, eq=False)
-class GPRegression:
-    """GP regression with an SE-ARD covariance (see the module docstring).
-
-    Parameters
-    ----------
-    X, t : inputs (n, d) and real targets (n,); the GP has zero mean, so centre ``t``.
-    length_scale : ``None`` to learn one length-scale per input; a scalar or (d,) values
-        to hold them fixed.
-    signal_sd, noise_sd : ``None`` to learn; a number > 0 to hold fixed.
-
-    ``fit(GPRegression(X, t), method="evidence")`` maximises the log marginal likelihood
-    (type-II ML); ``method="nuts"`` samples the hyperparameters of :func:`gp_model`.
-    """
+class GPRegressionRecord:
+    """The checked fields of a :class:`GPRegression` (build that, not this)."""
 
     X: np.ndarray
     t: np.ndarray
-    length_scale: float | tuple[float, ...] | np.ndarray | None = None
-    signal_sd: float | None = None
-    noise_sd: float | None = None
+    length_scale: tuple[float, ...] | None
+    signal_sd: float | None
+    noise_sd: float | None
 
     kind = "gp"
-
-    def __post_init__(self) -> None:
-        X = check_inputs(self.X)
-        if X.shape[0] < 2:
-            raise ValueError(f"X needs at least 2 samples, got {X.shape[0]}")
-        t = check_targets(self.t, X.shape[0])
-        if np.ptp(t) == 0:
-            raise ValueError("t is constant: there is nothing to regress")
-        object.__setattr__(self, "X", X)
-        object.__setattr__(self, "t", t)
-        object.__setattr__(self, "length_scale",
-                           _positive("length_scale", self.length_scale, (X.shape[1],)))
-        object.__setattr__(self, "signal_sd", _positive("signal_sd", self.signal_sd))
-        object.__setattr__(self, "noise_sd", _positive("noise_sd", self.noise_sd))
 
     @property
     def n_features(self) -> int:
@@ -107,8 +82,55 @@ class GPRegression:
         return gp_model(self, jitter=jitter)
 
 
+class GPRegression(GPRegressionRecord):
+    """GP regression with an SE-ARD covariance (see the module docstring).
+
+    Parameters
+    ----------
+    X, t : inputs (n, d) and real targets (n,); the GP has zero mean, so centre ``t``.
+    length_scale : ``None`` to learn one length-scale per input; a scalar or (d,) values
+        to hold them fixed.
+    signal_sd, noise_sd : ``None`` to learn; a number > 0 to hold fixed.
+
+    ``fit(GPRegression(X, t), method="evidence")`` maximises the log marginal likelihood
+    (type-II ML); ``method="nuts"`` samples the hyperparameters of :func:`gp_model`.
+    """
+
+    def __init__(self, X, t, length_scale=None, signal_sd: float | None = None,
+                 noise_sd: float | None = None) -> None:
+        X = check_inputs(X)
+        if X.shape[0] < 2:
+            raise ValueError(f"X needs at least 2 samples, got {X.shape[0]}")
+        t = check_targets(t, X.shape[0])
+        if np.ptp(t) == 0:
+            raise ValueError("t is constant: there is nothing to regress")
+        super().__init__(X, t, _positive("length_scale", length_scale, (X.shape[1],)),
+                         _positive("signal_sd", signal_sd), _positive("noise_sd", noise_sd))
+
+
 @dataclass(frozen=True, eq=False)
-class GPClassification:
+class GPClassificationRecord:
+    """The checked fields of a :class:`GPClassification` (build that, not this)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    length_scale: tuple[float, ...] | None
+    signal_sd: float | None
+    classes: np.ndarray
+    t: np.ndarray
+
+    kind = "gp_classification"
+
+    @property
+    def n_features(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.classes.size)
+
+
+class GPClassification(GPClassificationRecord):
     """GP classification with an SE-ARD covariance
     ``signal_sd^2 exp(-||(x - x') / length_scale||^2 / 2)`` (GPML eq. 5.1).
 
@@ -128,35 +150,13 @@ class GPClassification:
     (Algorithm 5.1; its softmax form for K > 2). ``"nuts"`` is binary only.
     """
 
-    X: np.ndarray
-    y: np.ndarray
-    length_scale: float | tuple[float, ...] | np.ndarray | None = None
-    signal_sd: float | None = None
-    classes: np.ndarray = field(init=False)
-    t: np.ndarray = field(init=False)
-
-    kind = "gp_classification"
-
-    def __post_init__(self) -> None:
-        X = check_inputs(self.X)
+    def __init__(self, X, y, length_scale=None, signal_sd: float | None = None) -> None:
+        X = check_inputs(X)
         if X.shape[0] < 2:
             raise ValueError(f"X needs at least 2 samples, got {X.shape[0]}")
-        y, classes, codes = check_labels(self.y, X.shape[0])
-        object.__setattr__(self, "X", X)
-        object.__setattr__(self, "y", y)
-        object.__setattr__(self, "classes", classes)
-        object.__setattr__(self, "t", codes)
-        object.__setattr__(self, "length_scale",
-                           _positive("length_scale", self.length_scale, (X.shape[1],)))
-        object.__setattr__(self, "signal_sd", _positive("signal_sd", self.signal_sd))
-
-    @property
-    def n_features(self) -> int:
-        return self.X.shape[1]
-
-    @property
-    def n_classes(self) -> int:
-        return int(self.classes.size)
+        y, classes, codes = check_labels(y, X.shape[0])
+        super().__init__(X, y, _positive("length_scale", length_scale, (X.shape[1],)),
+                         _positive("signal_sd", signal_sd), classes, codes)
 
 
 def default_prior_scales(problem: GPRegression) -> dict[str, np.ndarray]:

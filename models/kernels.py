@@ -73,24 +73,11 @@ class Kernel:
 
 
 @dataclass(frozen=True, eq=False)
-class GaussianKernel(Kernel):
-    """Gaussian basis ``exp(-||x - c||^2 / r^2)`` in Tipping's convention (T01 eq. 30).
+class GaussianKernelRecord(Kernel):
+    """The checked fields of a :class:`GaussianKernel` (build that, not this)."""
 
-    ``width`` is ``r``: a scalar, or one value per input dimension (ARD, T01 eq. 31, with input
-    scales ``eta_k = r_k^-2``). Note the convention: scikit-learn's ``rbf_kernel`` ``gamma``
-    equals ``eta = 1 / r^2``, and a GP length-scale ``l`` corresponds to ``r = sqrt(2) l``.
-    """
-
-    width: float | tuple[float, ...] | np.ndarray = 1.0
+    width: float | tuple[float, ...]
     name: str = field(default="gaussian", init=False)
-
-    def __post_init__(self) -> None:
-        w = np.asarray(self.width, dtype=float)
-        if w.ndim > 1 or w.size == 0:
-            raise ValueError(f"width must be a positive scalar or 1-D array, got shape {w.shape}")
-        if not np.all(np.isfinite(w)) or np.any(w <= 0):
-            raise ValueError(f"width must be finite and > 0, got {self.width!r}")
-        object.__setattr__(self, "width", float(w) if w.ndim == 0 else tuple(float(v) for v in w))
 
     @property
     def eta(self) -> np.ndarray:
@@ -126,6 +113,23 @@ class GaussianKernel(Kernel):
         scale = np.sqrt(self.eta)
         D = pt.sum((X[:, None, :] * scale - (C * scale)[None, :, :]) ** 2, axis=-1)
         return pt.exp(-D)
+
+
+class GaussianKernel(GaussianKernelRecord):
+    """Gaussian basis ``exp(-||x - c||^2 / r^2)`` in Tipping's convention (T01 eq. 30).
+
+    ``width`` is ``r``: a scalar, or one value per input dimension (ARD, T01 eq. 31, with input
+    scales ``eta_k = r_k^-2``). Note the convention: scikit-learn's ``rbf_kernel`` ``gamma``
+    equals ``eta = 1 / r^2``, and a GP length-scale ``l`` corresponds to ``r = sqrt(2) l``.
+    """
+
+    def __init__(self, width: float | tuple[float, ...] | np.ndarray = 1.0) -> None:
+        w = np.asarray(width, dtype=float)
+        if w.ndim > 1 or w.size == 0:
+            raise ValueError(f"width must be a positive scalar or 1-D array, got shape {w.shape}")
+        if not np.all(np.isfinite(w)) or np.any(w <= 0):
+            raise ValueError(f"width must be finite and > 0, got {width!r}")
+        super().__init__(float(w) if w.ndim == 0 else tuple(float(v) for v in w))
 
 
 @dataclass(frozen=True, eq=False)
@@ -249,7 +253,7 @@ class CallableKernel(Kernel):
         return out
 
     def spec(self):
-        return {"name": self.name, "repr": repr(self.fn)}
+        return {"name": self.name}  # a user's function: not restorable from a result
 
 
 _REGISTRY: dict[str, type[Kernel]] = {

@@ -11,7 +11,6 @@ names; a name is turned into a :class:`GammaPrior` from the problem's data and b
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,13 +53,14 @@ class GammaPrior:
                 "grows without bound, so the evidence objective has no maximum"
             )
 
-    def to_json(self) -> str:
-        """``{"a": .., "b": .., "c": .., "d": ..}``, as results store it (attrs ``prior``)."""
-        return json.dumps({k: float(getattr(self, k)) for k in "abcd"})
+    def as_array(self) -> np.ndarray:
+        """``(a, b, c, d)``, as results store it (attrs ``prior``)."""
+        return np.array([float(getattr(self, k)) for k in "abcd"])
 
     @staticmethod
-    def from_json(text: str) -> GammaPrior:
-        return GammaPrior(**json.loads(text))
+    def from_array(values) -> GammaPrior:
+        """The prior of :meth:`as_array`."""
+        return GammaPrior(*(float(v) for v in np.asarray(values, dtype=float).reshape(4)))
 
     @property
     def is_proper(self) -> bool:
@@ -79,11 +79,16 @@ BETA_CEILING = 1e6  # 1/d in units of 1/var(t): noise sd down to 1e-3 sd(t)
 CLASS_SHAPE = 2.0  # classification a: weights Student-t, 4 dof, at the unit-logit scale
 
 
+def _gaussian_noise(problem) -> bool:
+    """The problem's targets have Gaussian noise of precision ``beta`` (hyperprior c, d)."""
+    return bool(getattr(problem, "gaussian_noise", False))
+
+
 def data_scales(problem) -> tuple[float, float]:
     """``alpha_unit = mean_m mean_n phi_nm^2 / var(t)``: the precision of a weight that alone
     explains the spread of the targets; and ``var(t)`` (1 for classification logits)."""
     ms = problem.basis.mean_square(problem.X)
-    var_t = float(np.var(problem.t)) if problem.kind == "regression" else 1.0
+    var_t = float(np.var(problem.t)) if _gaussian_noise(problem) else 1.0
     return max(ms, 1e-300) / var_t, var_t
 
 
@@ -99,15 +104,12 @@ def default_sampling_prior(problem) -> GammaPrior:
     alone explains ``t`` (irrelevant weights are shrunk to nothing, so sparsity is allowed);
     and ``d = 1e-6 var(t)``, a noise sd down to 1e-3 sd(t) (the evidence method's floor).
     Without the rates the posterior of an irrelevant ``alpha_i`` is flat out to infinity
-    (improper); with them it is a plateau of a few units of ``log alpha`` that NUTS and ADVI
-    handle well.
+    (improper); with them it is a plateau of a few units of ``log alpha``.
     The shape bounds the other end: below the rate the prior of ``log alpha`` decays like
-    ``exp(a log alpha)``, so it spans about ``1 / a`` nats. With ``a = 0.01`` that was 100
-    nats: ``alpha`` underflowed to 0 in 6% of prior draws on sinc (M = 101), giving infinite
-    weights, and the median prior-predictive sd was 1e102 sd(t). ``a = 0.05`` keeps every draw
-    finite (underflow needs ``u < e^-38`` per weight) while staying nearly flat; the prior
-    predictive is still astronomically wide (median sd ~1e18 sd(t)): this prior says nothing
-    about the scale of ``f``, by design. For a prior predictive check use
+    ``exp(a log alpha)``, so it spans about ``1 / a`` nats; ``a = 0.05`` keeps every prior
+    draw of ``alpha`` finite (underflow needs ``u < e^-38`` per weight) while staying nearly
+    flat. The prior predictive is astronomically wide: this prior says nothing about the
+    scale of ``f``, by design. For a prior predictive check use
     :func:`weakly_informative_prior`.
 
     Classification (``c``, ``d`` unused): ``a = 2``, ``b = a / alpha_unit`` with
@@ -117,20 +119,12 @@ def default_sampling_prior(problem) -> GammaPrior:
     of the weakly-informative Student-t priors of Gelman et al. (2008, Ann. Appl. Stat. 2,
     1360) for logistic regression, made hierarchical. The regression choice fails here: the
     Bernoulli likelihood is bounded, so ``p(t | alpha)`` tends to a positive constant as
-    ``alpha_i -> 0`` (unlike T01 eq. 15, which vanishes like ``alpha_i^(1/2)``), and with
-    ``a = 0.01`` the posterior of ``log alpha_i`` decays only like ``alpha_i^0.01`` towards
-    huge weights: NUTS gave R-hat 2.98, bulk ESS 2, 6 divergences (Ripley-100, width 0.5,
-    2 x 300 draws; breast cancer: R-hat 3.0, 122 divergences) and ADVI diverged to NaN.
-    Measured with the default NUTS (nutpie, 4 x 1000 draws, ``alpha`` integrated out, see
-    :func:`classification_model`): ``a = 2``: 0 divergences, max R-hat 1.006-1.008, bulk /
-    tail ESS >= 3000 / 1280, 4-5 s sampling on Ripley-100; 0 divergences, R-hat 1.008-1.012,
-    ESS >= 1040 / 570 on breast cancer (150 points, 30-D, width 8; 3 seeds); ``a = 1``: R-hat
-    up to 1.015 and tail ESS 230 there; in the joint model ``a = 1`` gave 20 divergences and
-    ``a = 0.5`` (Cauchy weights) 153. Test error and log loss match the evidence method's
-    (Ripley-100: 11.1% vs 11.6%, 0.263 vs 0.279; breast cancer 3.8% vs 3.8%).
+    ``alpha_i -> 0`` (unlike T01 eq. 15, which vanishes like ``alpha_i^(1/2)``), and with a
+    small shape the posterior of ``log alpha_i`` decays only like ``alpha_i^a`` towards huge
+    weights, which NUTS and ADVI cannot sample.
     """
     alpha_unit, var_t = data_scales(problem)
-    if problem.kind == "regression":
+    if _gaussian_noise(problem):
         return GammaPrior(a=SHAPE, b=1.0 / (ALPHA_CEILING * alpha_unit), c=SHAPE,
                           d=var_t / BETA_CEILING)
     return unit_scale_prior(alpha_unit)
@@ -163,7 +157,7 @@ def weakly_informative_prior(problem) -> GammaPrior:
     alpha_unit, var_t = data_scales(problem)
     S = alpha_unit * var_t * problem.basis.n_columns
     a = WEAK_SHAPE
-    if problem.kind == "regression":
+    if _gaussian_noise(problem):
         return GammaPrior(a=a, b=(a - 1) * var_t / (2 * S), c=a, d=(a - 1) * var_t / 2)
     return GammaPrior(a=a, b=(a - 1) * LOGIT_SD**2 / S, c=0.0, d=0.0)
 

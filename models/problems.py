@@ -8,7 +8,8 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -24,16 +25,12 @@ from .checks import (
 from .kernels import GaussianKernel, Kernel, as_kernel
 from .priors import PRIOR_NAMES, GammaPrior, resolve_prior
 
-__all__ = ["RVMRegression", "RVMClassification"]
+__all__ = ["RVMRegression", "RVMClassification", "RVMPoissonRegression"]
 
 
 TINY_SD = 1e-100  # targets varying less than this are refused (rescale them)
 KMEANS_SEED = 0  # the k-means dictionary is a deterministic function of X and M
 KMEANS_ROWS = 50_000  # k-means runs on a fixed random subsample of this many rows at most
-KMEANS_CACHE: dict[tuple, np.ndarray] = {}  # (M, shape, digest of X) -> centres
-KMEANS_CACHE_SIZE = 4
-KMEANS_LOCK = threading.Lock()  # study cells may fit in threads
-
 
 
 def check_centres(centres, X: np.ndarray) -> np.ndarray | None:
@@ -59,29 +56,54 @@ def check_centres(centres, X: np.ndarray) -> np.ndarray | None:
     return C
 
 
+class KMeansCentres:
+    """k-means dictionaries of recent inputs: ``centres(X, M)`` is a deterministic function
+    of ``(X, M)``; for NumPy inputs the last ``size`` results are kept by ``(M, shape,
+    digest of X)``, so fits on the same inputs (the K binary fits of
+    ``OneVsRestClassifier(RVC(centres=M))``, a grid search over the width) run k-means once.
+    Thread-safe (study cells may fit in threads)."""
+
+    def __init__(self, size: int = 4) -> None:
+        self.size = size
+        self._kept: dict[tuple, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+
+    def centres(self, X, M: int) -> np.ndarray:
+        """``M`` centres of ``X`` by :func:`kmeans_centres`' rule, a copy of a kept result
+        when ``X`` and ``M`` were seen recently."""
+        key = None
+        if isinstance(X, np.ndarray):
+            data = np.ascontiguousarray(X, dtype=float)
+            key = (int(M), data.shape, hashlib.blake2b(data.view(np.uint8)).hexdigest())
+            with self._lock:
+                kept = self._kept.get(key)
+            if kept is not None:
+                return kept.copy()
+        centres = _kmeans(X, M)
+        if key is not None:
+            with self._lock:
+                while len(self._kept) >= self.size:
+                    self._kept.pop(next(iter(self._kept)))
+                self._kept[key] = centres.copy()
+        return centres
+
+
+KMEANS = KMeansCentres(size=4)  # the dictionaries every problem record shares
+
 
 def kmeans_centres(X, M: int) -> np.ndarray:
     """``M`` cluster centres of ``X`` (MiniBatchKMeans, seed ``KMEANS_SEED``), fitted on a
-    fixed random subsample of at most ``KMEANS_ROWS`` rows (or ``20 M``, if more) so that
-    the dictionary costs seconds at a million points; ``X`` may be a NumPy or Dask array.
-    A deterministic function of ``(X, M)``: for NumPy inputs the last few results are kept
-    by the digest of ``X``, so that fits on the same inputs (the K binary fits of
-    ``OneVsRestClassifier(RVC(centres=M))``, a grid search over the width) run k-means once."""
-    key = None
-    if isinstance(X, np.ndarray):
-        data = np.ascontiguousarray(X, dtype=float)
-        key = (int(M), data.shape, hashlib.blake2b(data.view(np.uint8)).hexdigest())
-        with KMEANS_LOCK:
-            kept = KMEANS_CACHE.get(key)
-        if kept is not None:
-            return kept.copy()
-    centres = _kmeans(X, M)
-    if key is not None:
-        with KMEANS_LOCK:
-            while len(KMEANS_CACHE) >= KMEANS_CACHE_SIZE:
-                KMEANS_CACHE.pop(next(iter(KMEANS_CACHE)))
-            KMEANS_CACHE[key] = centres.copy()
-    return centres
+    fixed random subsample of at most ``KMEANS_ROWS`` rows (or ``20 M``, if more), so that
+    the cost does not grow with ``N``; ``X`` may be a NumPy or Dask array. The last few
+    results are kept by :data:`KMEANS` (:class:`KMeansCentres`)."""
+    return KMEANS.centres(X, M)
 
 
 def _kmeans(X, M: int) -> np.ndarray:
@@ -101,37 +123,38 @@ def _kmeans(X, M: int) -> np.ndarray:
     return km.fit(X).cluster_centers_.astype(float)
 
 
-def _common(problem, X) -> np.ndarray:
+def _checked_common(X, kernel, bias, extra_columns, prior, learn_width, centres):
+    """The checked inputs, kernel, extra columns and dictionary centres of an RVM problem
+    (in this order the checks run)."""
     if is_dask(X):
         X = check_dask_inputs(X)
     else:
         X = check_inputs(X)
     if X.shape[0] < 2:
         raise ValueError(f"X needs at least 2 samples, got {X.shape[0]}")
-    kernel = as_kernel(problem.kernel)
-    object.__setattr__(problem, "kernel", kernel)
-    object.__setattr__(problem, "X", X)
-    if problem.prior is not None and not isinstance(problem.prior, GammaPrior | str):
+    kernel = as_kernel(kernel)
+    if prior is not None and not isinstance(prior, GammaPrior | str):
         raise TypeError(f"prior must be a GammaPrior, a prior name ({', '.join(PRIOR_NAMES)}) "
-                        f"or None, got {type(problem.prior).__name__}")
-    object.__setattr__(problem, "extra_columns", tuple(problem.extra_columns))
-    if problem.learn_width and not isinstance(kernel, GaussianKernel):
+                        f"or None, got {type(prior).__name__}")
+    extra = tuple(extra_columns)
+    if learn_width and not isinstance(kernel, GaussianKernel):
         raise ValueError("learn_width=True needs a GaussianKernel")
-    if problem.centres is None and is_dask(X):
+    if centres is None and is_dask(X):
         raise ValueError("a Dask array X needs a basis dictionary: pass centres=M (k-means) "
                          "or an (M, d) array; the classic RVM (a kernel at every training "
                          "point) holds an N x N design")
-    object.__setattr__(problem, "centres", check_centres(problem.centres, X))
-    problem.basis  # validates kernel and extra columns  # noqa: B018
-    return X
+    centres = check_centres(centres, X)
+    make_basis(kernel, X, centres, bias, extra)  # validates kernel and extra columns
+    return X, kernel, extra, centres
 
 
-def _name_to_prior(problem) -> None:
+def _named_prior(record, prior):
     """A prior given by name ("weakly_informative", "default") becomes the
-    :class:`GammaPrior` it means for this problem's data and basis, so every method (the
-    evidence ones included) uses the same one."""
-    if isinstance(problem.prior, str):
-        object.__setattr__(problem, "prior", resolve_prior(problem, problem.prior))
+    :class:`GammaPrior` it means for the data and basis of ``record`` (built with
+    ``prior=None``), so every method (the evidence ones included) uses the same one.
+    ``record`` is an instance of the record class, not of the public one: class attributes
+    the priors read (``kind``) belong on the record classes."""
+    return resolve_prior(record, prior) if isinstance(prior, str) else prior
 
 
 def make_basis(kernel, X, centres: np.ndarray | None, bias: bool, extra: Sequence[str]
@@ -143,13 +166,45 @@ def make_basis(kernel, X, centres: np.ndarray | None, bias: bool, extra: Sequenc
     return Basis(kernel, centres, bias, tuple(extra), dictionary=True)
 
 
-def _basis(problem) -> Basis:
-    return make_basis(problem.kernel, problem.X, problem.centres, problem.bias,
-                      problem.extra_columns)
+class RVMBasis:
+    """What every RVM problem record derives from its fields: the basis (built once, T01
+    §2: a kernel at every training input or dictionary centre, a bias and extra columns) and
+    the design matrix ``Phi``."""
+
+    @cached_property
+    def basis(self) -> Basis:
+        return make_basis(self.kernel, self.X, self.centres, self.bias, self.extra_columns)
+
+    def design_matrix(self) -> np.ndarray:
+        return self.basis.design(self.X)
 
 
 @dataclass(frozen=True, eq=False)
-class RVMRegression:
+class RVMRegressionRecord(RVMBasis):
+    """The checked fields of an :class:`RVMRegression` (build that, not this)."""
+
+    X: np.ndarray
+    t: np.ndarray
+    kernel: Kernel
+    bias: bool
+    extra_columns: tuple[str, ...]
+    noise_sd: float | None
+    prior: GammaPrior | None
+    learn_width: bool
+    centres: np.ndarray | None
+
+    kind = "regression"
+    gaussian_noise = True  # t = Phi w + eps, eps ~ N(0, 1/beta) (T01 eq. 4)
+
+    def pymc_model(self, collapsed: bool = False, prior: GammaPrior | None = None, **kwargs):
+        """The hierarchical ``pm.Model`` (non-centred joint, or ``collapsed`` with ``w``
+        integrated out); see :func:`sparsebayes.models.pymc_models.regression_model`."""
+        from .pymc_models import regression_model
+
+        return regression_model(self, collapsed=collapsed, prior=prior, **kwargs)
+
+
+class RVMRegression(RVMRegressionRecord):
     """Sparse Bayesian regression ``t = Phi w + eps`` (T01 eqs. 1-6).
 
     Parameters
@@ -171,94 +226,51 @@ class RVMRegression:
         Dask arrays (the statistics are a map-reduce over their row chunks).
     """
 
-    X: np.ndarray
-    t: np.ndarray
-    kernel: Kernel | str | Callable = field(default_factory=lambda: GaussianKernel(1.0))
-    bias: bool = True
-    extra_columns: Sequence[str] = ()
-    noise_sd: float | None = None
-    prior: GammaPrior | str | None = None
-    learn_width: bool = False
-    centres: int | np.ndarray | None = None
-
-    kind = "regression"
-
-    def __post_init__(self) -> None:
-        X = _common(self, self.X)
+    def __init__(self, X, t, kernel: Kernel | str | Callable = "gaussian", bias: bool = True,
+                 extra_columns: Sequence[str] = (), noise_sd: float | None = None,
+                 prior: GammaPrior | str | None = None, learn_width: bool = False,
+                 centres: int | np.ndarray | None = None) -> None:
+        X, kernel, extra, centres = _checked_common(X, kernel, bias, extra_columns, prior,
+                                                    learn_width, centres)
         if is_dask(X):
-            t = check_dask_targets(self.t, X)
+            t = check_dask_targets(t, X)
         else:
-            t = check_targets(self.t, X.shape[0])
+            t = check_targets(t, X.shape[0])
             if np.ptp(t) == 0:
                 raise ValueError("t is constant: there is nothing to regress")
             if not np.std(t) > TINY_SD:
                 raise ValueError(f"t varies by only {np.ptp(t):.3g}, too little for the "
                                  "evidence in double precision (its precisions would "
                                  "overflow): rescale t")
-        object.__setattr__(self, "t", t)
-        if self.noise_sd is not None:
-            sd = self.noise_sd
-            if not np.isscalar(sd) or not np.isfinite(sd) or sd <= 0:
-                raise ValueError(f"noise_sd must be None or a number > 0, got {self.noise_sd!r}")
-            object.__setattr__(self, "noise_sd", float(self.noise_sd))
-        _name_to_prior(self)
-
-    @property
-    def basis(self) -> Basis:
-        return _basis(self)
-
-    def design_matrix(self) -> np.ndarray:
-        """Phi (n, M), Fortran-ordered."""
-        return self.basis.design(self.X)
-
-    def pymc_model(self, collapsed: bool = False, prior: GammaPrior | None = None, **kwargs):
-        """The hierarchical ``pm.Model`` (non-centred joint, or ``collapsed`` with ``w``
-        integrated out); see :func:`sparsebayes.models.pymc_models.regression_model`."""
-        from .pymc_models import regression_model
-
-        return regression_model(self, collapsed=collapsed, prior=prior, **kwargs)
+        if noise_sd is not None:
+            if not np.isscalar(noise_sd) or not np.isfinite(noise_sd) or noise_sd <= 0:
+                raise ValueError(f"noise_sd must be None or a number > 0, got {noise_sd!r}")
+            noise_sd = float(noise_sd)
+        fields = (X, t, kernel, bias, extra, noise_sd)
+        prior = _named_prior(RVMRegressionRecord(*fields, None, learn_width, centres), prior)
+        super().__init__(*fields, prior, learn_width, centres)
 
 
 @dataclass(frozen=True, eq=False)
-class RVMClassification:
-    """Sparse Bayesian classification with a Bernoulli-logit (2 classes, T01 eq. 23) or softmax
-    (K classes, T01 eq. 28) likelihood. ``y`` may hold any labels; ``classes`` are its sorted
-    unique values and ``t`` the integer codes 0..K-1."""
+class RVMClassificationRecord(RVMBasis):
+    """The checked fields of an :class:`RVMClassification` (build that, not this)."""
 
     X: np.ndarray
     y: np.ndarray
-    kernel: Kernel | str | Callable = field(default_factory=lambda: GaussianKernel(1.0))
-    bias: bool = True
-    extra_columns: Sequence[str] = ()
-    prior: GammaPrior | str | None = None
-    learn_width: bool = False
-    centres: int | np.ndarray | None = None
-    classes: np.ndarray = field(init=False)
-    t: np.ndarray = field(init=False)
+    kernel: Kernel
+    bias: bool
+    extra_columns: tuple[str, ...]
+    prior: GammaPrior | None
+    learn_width: bool
+    centres: np.ndarray | None
+    classes: np.ndarray
+    t: np.ndarray
 
     kind = "classification"
-
-    def __post_init__(self) -> None:
-        if is_dask(self.X) or is_dask(self.y):
-            raise TypeError("Dask arrays are taken by RVMRegression; for classification pass "
-                            "NumPy arrays (X.compute()) with a dictionary (centres=M)")
-        X = _common(self, self.X)
-        y, classes, codes = check_labels(self.y, X.shape[0])
-        object.__setattr__(self, "classes", classes)
-        object.__setattr__(self, "t", codes)
-        object.__setattr__(self, "y", y)
-        _name_to_prior(self)
 
     @property
     def n_classes(self) -> int:
         return int(self.classes.size)
-
-    @property
-    def basis(self) -> Basis:
-        return _basis(self)
-
-    def design_matrix(self) -> np.ndarray:
-        return self.basis.design(self.X)
 
     def pymc_model(self, prior: GammaPrior | None = None, likelihood: str | None = None,
                    collapsed: bool = False):
@@ -269,3 +281,103 @@ class RVMClassification:
 
         return classification_model(self, prior=prior, likelihood=likelihood,
                                     collapsed=collapsed)
+
+
+class RVMClassification(RVMClassificationRecord):
+    """Sparse Bayesian classification with a Bernoulli-logit (2 classes, T01 eq. 23) or softmax
+    (K classes, T01 eq. 28) likelihood. ``y`` may hold any labels; ``classes`` are its sorted
+    unique values and ``t`` the integer codes 0..K-1. The other parameters are
+    :class:`RVMRegression`'s."""
+
+    def __init__(self, X, y, kernel: Kernel | str | Callable = "gaussian", bias: bool = True,
+                 extra_columns: Sequence[str] = (), prior: GammaPrior | str | None = None,
+                 learn_width: bool = False, centres: int | np.ndarray | None = None) -> None:
+        if is_dask(X) or is_dask(y):
+            raise TypeError("Dask arrays are taken by RVMRegression; for classification pass "
+                            "NumPy arrays (X.compute()) with a dictionary (centres=M)")
+        X, kernel, extra, centres = _checked_common(X, kernel, bias, extra_columns, prior,
+                                                    learn_width, centres)
+        y, classes, codes = check_labels(y, X.shape[0])
+        record = RVMClassificationRecord(X, y, kernel, bias, extra, None, learn_width, centres,
+                                         classes, codes)
+        super().__init__(X, y, kernel, bias, extra, _named_prior(record, prior), learn_width,
+                         centres, classes, codes)
+
+
+def check_counts(counts, n: int, name: str = "counts") -> np.ndarray:
+    """Non-negative integer counts of length ``n`` (integer-valued floats are taken), as int64."""
+    arr = check_targets(counts, n, name=name)
+    if np.any(arr < 0):
+        raise ValueError(f"{name} must be non-negative, got minimum {arr.min():g}")
+    if np.any(arr != np.round(arr)):
+        raise ValueError(f"{name} must hold integers (counts), got non-integer values")
+    if arr.max() > 2**53:
+        raise ValueError(f"{name} exceeds 2**53: such counts are not exact in double precision")
+    return arr.astype(np.int64)
+
+
+def _poisson_observe(f, t_obs, n):
+    """``t ~ Poisson(exp(f))`` as the observed ``t`` of a PyMC model, with the log density in
+    the stable form ``t f - exp(f) - ln t!`` (PyMC's ``log(mu)`` of ``mu = exp(f)`` loses
+    ``f`` once ``exp(f)`` under- or overflows) and PyMC's Poisson draws."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    pm.CustomDist("t", f, dist=lambda f, size: pm.Poisson.dist(mu=pt.exp(f), size=size),
+                  logp=lambda value, f: value * f - pt.exp(f) - pt.gammaln(value + 1.0),
+                  signature="()->()", observed=t_obs, dims="obs", shape=n)
+
+
+@dataclass(frozen=True, eq=False)
+class RVMPoissonRegressionRecord(RVMBasis):
+    """The checked fields of an :class:`RVMPoissonRegression` (build that, not this)."""
+
+    X: np.ndarray
+    counts: np.ndarray
+    kernel: Kernel
+    bias: bool
+    extra_columns: tuple[str, ...]
+    prior: GammaPrior | None
+    learn_width: bool
+    centres: np.ndarray | None
+
+    kind = "poisson"
+
+    @property
+    def t(self) -> np.ndarray:
+        """The counts (int64): the targets every method reads."""
+        return self.counts
+
+
+    def pymc_model(self, prior: GammaPrior | None = None, likelihood: str | None = None,
+                   collapsed: bool = False):
+        """The hierarchical ``pm.Model``: non-centred ``w = z / sqrt(alpha)`` and
+        ``t ~ Poisson(exp(Phi w))``, or with ``collapsed=True`` ``alpha`` integrated out
+        (``w`` Student-t, T01 eq. 32); see :func:`sparsebayes.models.pymc_models.latent_model`.
+        ``likelihood``: None (the Poisson is the only one; the argument is the classifier's)."""
+        from .pymc_models import latent_model
+
+        if likelihood is not None:
+            raise ValueError(f"likelihood must be None (the Poisson), got {likelihood!r}")
+        return latent_model(self, _poisson_observe, prior=prior, collapsed=collapsed)
+
+
+class RVMPoissonRegression(RVMPoissonRegressionRecord):
+    """Sparse Bayesian Poisson regression for counts: ``t_n ~ Poisson(exp(f_n))``,
+    ``f = Phi w``, ``w_i ~ N(0, 1/alpha_i)`` (the RVM of Tipping 2001 §3 with a Poisson
+    likelihood and log link; PRML §7.2.3). ``counts`` are non-negative integers; ``t`` is
+    the same array. The other parameters are :class:`RVMRegression`'s (NumPy arrays only)."""
+
+    def __init__(self, X, counts, kernel: Kernel | str | Callable = "gaussian",
+                 bias: bool = True, extra_columns: Sequence[str] = (),
+                 prior: GammaPrior | str | None = None, learn_width: bool = False,
+                 centres: int | np.ndarray | None = None) -> None:
+        if is_dask(X) or is_dask(counts):
+            raise TypeError("Dask arrays are taken by RVMRegression; for counts pass NumPy "
+                            "arrays (X.compute()) with a dictionary (centres=M)")
+        X, kernel, extra, centres = _checked_common(X, kernel, bias, extra_columns, prior,
+                                                    learn_width, centres)
+        counts = check_counts(counts, X.shape[0])
+        fields = (X, counts, kernel, bias, extra)
+        record = RVMPoissonRegressionRecord(*fields, None, learn_width, centres)
+        super().__init__(*fields, _named_prior(record, prior), learn_width, centres)

@@ -40,6 +40,7 @@ __all__ = [
     "check_proper",
     "regression_model",
     "classification_model",
+    "latent_model",
     "set_inputs",
     "collapsed_logp",
 ]
@@ -200,7 +201,7 @@ def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | No
     import pymc as pm
     import pytensor.tensor as pt
 
-    if problem.kind != "regression":
+    if not hasattr(problem, "noise_sd"):  # the Gaussian-noise problem, RVMRegression
         raise TypeError(f"regression_model needs an RVMRegression, got {type(problem).__name__}")
     prior = resolve_prior(problem, prior)
     fixed_noise = problem.noise_sd is not None
@@ -244,7 +245,7 @@ def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | No
         else:
             pm.Normal("t", mu=Phi @ _on_whole_basis(w, Phi), sigma=1.0 / pt.sqrt(beta),
                       observed=t_obs, dims="obs", shape=Phi.shape[0])
-    model.rvm_info = {"kind": "regression", "collapsed": collapsed, "form": form,
+    model.rvm_info = {"kind": problem.kind, "collapsed": collapsed, "form": form,
                       "prior": prior, "fixed_noise": fixed_noise}
     return model
 
@@ -276,6 +277,37 @@ def _softmax_logp(value, F):
     return picked[..., 0] - pt.logsumexp(F, axis=-1)
 
 
+def latent_model(problem, observe, *, prior: GammaPrior | None = None,
+                 collapsed: bool = False, wdims: tuple[str, ...] = ("basis",),
+                 coords: dict | None = None, info: dict | None = None):
+    """``pm.Model`` of an RVM with a non-Gaussian likelihood on the latent ``f = Phi w``:
+    non-centred ``w = z / sqrt(alpha)`` (T01 eqs. 5-6), or with ``collapsed=True`` ``alpha``
+    integrated out, ``w_i ~ Student-t(2a, 0, sqrt(b / a))`` (T01 eq. 32; the model then has
+    no ``alpha`` and ``z``). ``observe(f, t_obs, n)`` adds the observed ``t`` (dim ``obs``,
+    length ``n``) given ``f`` (n,) or (n, K) for ``wdims`` (basis, class). ``prior``: only
+    ``a``, ``b`` are used (proper, > 0); ``None`` as in :func:`regression_model`.
+    ``coords``: further coordinates (``class``); ``info``: further ``model.rvm_info``."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    prior = resolve_prior(problem, prior)
+    check_proper(prior, "a PyMC model", needs_beta=False)
+    basis = problem.basis
+    with pm.Model(coords={**_coords(problem, basis), **(coords or {})}) as model:
+        Phi = _design(basis, problem, None, in_graph=not collapsed)
+        t_obs = pm.Data("t_obs", problem.t, dims="obs")
+        a = pm.Data("prior_a", float(prior.a))
+        b = pm.Data("prior_b", float(prior.b))
+        if collapsed:
+            w = pm.StudentT("w", nu=2.0 * a, mu=0.0, sigma=pt.sqrt(b / a), dims=wdims)
+        else:
+            _, w = ard_weights(a, b, wdims)
+        observe(Phi @ _on_whole_basis(w, Phi), t_obs, Phi.shape[0])
+    model.rvm_info = {"kind": problem.kind, "collapsed": collapsed, "prior": prior,
+                      **(info or {})}
+    return model
+
+
 def classification_model(problem, *, prior: GammaPrior | None = None,
                          likelihood: str | None = None, collapsed: bool = False):
     """``pm.Model`` of RVM classification: non-centred ``w = z / sqrt(alpha)`` with a
@@ -289,12 +321,11 @@ def classification_model(problem, *, prior: GammaPrior | None = None,
     Ripley-100 and breast cancer, where the joint model gave 1-20 per 4000 draws).
 
     ``prior``: only ``a``, ``b`` are used (proper, > 0); ``None`` as in
-    :func:`regression_model`.
+    :func:`regression_model`. Built by :func:`latent_model`.
     """
     import pymc as pm
-    import pytensor.tensor as pt
 
-    if problem.kind != "classification":
+    if not hasattr(problem, "n_classes"):  # RVMClassification
         raise TypeError(
             f"classification_model needs an RVMClassification, got {type(problem).__name__}")
     if likelihood not in (None, "bernoulli", "softmax"):
@@ -303,24 +334,8 @@ def classification_model(problem, *, prior: GammaPrior | None = None,
     if likelihood == "bernoulli" and K > 2:
         raise ValueError(f"likelihood='bernoulli' needs 2 classes, the problem has {K}")
     softmax = likelihood == "softmax" or K > 2
-    prior = resolve_prior(problem, prior)
-    check_proper(prior, "a PyMC model", needs_beta=False)
-    basis = problem.basis
-    coords = _coords(problem, basis)
-    wdims: tuple[str, ...] = ("basis",)
-    if softmax:
-        coords["class"] = np.asarray(problem.classes).astype(str)
-        wdims = ("basis", "class")
-    with pm.Model(coords=coords) as model:
-        Phi = _design(basis, problem, None, in_graph=not collapsed)
-        t_obs = pm.Data("t_obs", problem.t, dims="obs")
-        a = pm.Data("prior_a", float(prior.a))
-        b = pm.Data("prior_b", float(prior.b))
-        if collapsed:
-            w = pm.StudentT("w", nu=2.0 * a, mu=0.0, sigma=pt.sqrt(b / a), dims=wdims)
-        else:
-            _, w = ard_weights(a, b, wdims)
-        f = Phi @ _on_whole_basis(w, Phi)
+
+    def observe(f, t_obs, n):
         # PyMC's own logit_p log densities have NaN gradients once a logit passes ~37
         # (Bernoulli: 1 - sigmoid rounds to 0; ADVI diverged on breast cancer) or logits
         # differ by ~745 (Categorical: softmax underflows): the same densities in the
@@ -328,10 +343,12 @@ def classification_model(problem, *, prior: GammaPrior | None = None,
         pm.CustomDist("t", f, dist=_categorical if softmax else _bernoulli,
                       logp=_softmax_logp if softmax else _bernoulli_logp,
                       signature="(k)->()" if softmax else "()->()",
-                      observed=t_obs, dims="obs", shape=Phi.shape[0])
-    model.rvm_info = {"kind": "classification", "collapsed": collapsed, "softmax": softmax,
-                      "prior": prior}
-    return model
+                      observed=t_obs, dims="obs", shape=n)
+
+    coords = {"class": np.asarray(problem.classes).astype(str)} if softmax else None
+    return latent_model(problem, observe, prior=prior, collapsed=collapsed,
+                        wdims=("basis", "class") if softmax else ("basis",), coords=coords,
+                        info={"softmax": softmax})
 
 
 def set_inputs(model, problem, X_new) -> None:
@@ -344,8 +361,7 @@ def set_inputs(model, problem, X_new) -> None:
     import pymc as pm
 
 
-    info = getattr(model, "rvm_info", {})
-    if info.get("collapsed") and info.get("kind") == "regression":
+    if "w" not in model.named_vars:  # the collapsed regression model
         raise ValueError("the collapsed model has no w to predict with: build the joint "
                          "model (collapsed=False), or use sparsebayes.inference.predict")
 

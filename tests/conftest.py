@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository
 
 STUDY_DATA = "diabetes:n_train=60"
 STUDY_METHODS = "rvm/evidence,svm"

@@ -15,12 +15,14 @@ PACKAGES = {"models": "sparsebayes.models", "inference": "sparsebayes.inference"
 # lowest first; a module may import from its own layer and the layers before it
 LAYERS = [
     ("models", r"sparsebayes\.models(\..*)?"),
-    ("core", r"sparsebayes\.inference\.(numerics|results|likelihoods|samplers|progress)"),
+    ("core", r"sparsebayes\.inference\."
+             r"(numerics|results|likelihoods|samplers|progress|family|contract)"),
     ("predictive", r"sparsebayes\.inference\.predictive(\..*)?"),
     ("rvm", r"sparsebayes\.inference\.rvm(\..*)?"),
     ("gp", r"sparsebayes\.inference\.gp(\..*)?"),
-    ("front", r"sparsebayes\.inference(\.(api|groups|loo|compare|plots|sklearn|metrics))?"),
-    ("application", r"sparsebayes\.inference\.(study(\..*)?|cli)"),
+    ("front", r"sparsebayes\.inference"
+              r"(\.(families|api|groups|loo|compare|plots|sklearn|metrics))?"),
+    ("application", r"sparsebayes\.inference\.(study(\..*)?|cli|testing)"),
 ]
 SIBLINGS = {("rvm", "gp"), ("gp", "rvm")}  # the two model families stay apart
 
@@ -99,8 +101,10 @@ def test_imports_go_down_the_layers():
 
 
 def test_no_private_name_crosses_a_module():
+    """Except into the documented testing module, which hands internals to the tests."""
     private = [f"{m} imports {n} from {t}" for m in MODULES for t, n in _imports(m)
-               if n.startswith("_") and not n.startswith("__") or "._" in t]
+               if (n.startswith("_") and not n.startswith("__") or "._" in t)
+               and m != "sparsebayes.inference.testing"]
     assert not private, "\n".join(private)
 
 
@@ -109,4 +113,93 @@ def test_docstrings_cite_papers_not_files_or_issues():
     found = [f"{path.relative_to(ROOT)}:{i}: {line.strip()}"
              for path, _ in MODULES.values()
              for i, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not found, "\n".join(found)
+
+
+# --------------------------------------------------------------------------------------
+# the families and the result contract hold the knowledge the code once branched on
+# --------------------------------------------------------------------------------------
+def _kind_literals() -> set[str]:
+    from sparsebayes.inference.families import REGISTERED
+
+    return {f.kind for f in REGISTERED}
+
+
+def _nodes():
+    for path, _ in MODULES.values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            yield path.relative_to(ROOT), node
+
+
+def test_no_branching_on_kind_strings():
+    """At most 3 comparisons against a family's kind string in the package: the rest read
+    the family objects (sparsebayes.inference.families)."""
+    kinds = _kind_literals()
+    found = []
+    for path, node in _nodes():
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            values = {s.value for s in sides if isinstance(s, ast.Constant)}
+            values |= {e.value for s in sides if isinstance(s, ast.Tuple | ast.Set | ast.List)
+                       for e in s.elts if isinstance(e, ast.Constant)}
+            if values & kinds:
+                found.append(f"{path}:{node.lineno}")
+    assert len(found) <= 3, "\n".join(found)
+
+
+def test_frozen_records_are_not_mutated():
+    found = [f"{path}:{node.lineno}" for path, node in _nodes()
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+             and node.func.attr == "__setattr__" and isinstance(node.func.value, ast.Name)
+             and node.func.value.id == "object"]
+    assert not found, "\n".join(found)
+
+
+def test_no_long_tuples_returned():
+    """Results of more than 4 values are named (dataclasses or named tuples)."""
+    found = [f"{path}:{node.lineno}" for path, node in _nodes()
+             if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple)
+             and len(node.value.elts) > 4]
+    assert not found, "\n".join(found)
+
+
+def test_docstrings_hold_no_measurements():
+    """Docstrings say what and which equation; timings and measured sizes live in
+    benchmarks/results and the documentation (at most 3 exceptions)."""
+    timed = re.compile(r"\d+(\.\d+)?\s*(s|ms|min|seconds|minutes)\b|\b\d+ runs\b"
+                       r"|\d+(\.\d+)?x (faster|slower)|\d+(\.\d+)?\s*(MB|GB)\b")
+    found = []
+    for path, node in _nodes():
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            doc = ast.get_docstring(node)
+            if doc and timed.search(doc):
+                found.append(f"{path}:{getattr(node, 'lineno', 0)}")
+    assert len(found) <= 3, "\n".join(found)
+
+
+TESTS = ROOT / "tests"
+TESTING_MODULE = "sparsebayes.inference.testing"
+
+
+def test_tests_mirror_the_package():
+    """Each test folder is a folder of the package (tests/inference/rvm <-> inference/rvm);
+    the tests of the whole package (architecture, docs, notebooks) sit at the top."""
+    for path in TESTS.rglob("test_*.py"):
+        folder = path.parent.relative_to(TESTS)
+        if folder.parts:
+            assert (ROOT / folder).is_dir(), f"{path.relative_to(ROOT)}: no package folder " \
+                                             f"{folder}"
+    top = {p.name for p in TESTS.glob("test_*.py")}
+    assert top <= {"test_architecture.py", "test_docs.py", "test_notebooks.py"}, sorted(top)
+
+
+def test_tests_import_no_private_names():
+    """Tests reach internals only through the documented testing module."""
+    found = []
+    for path in TESTS.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "sparsebayes") and node.module != TESTING_MODULE:
+                found += [f"{path.relative_to(ROOT)}: {a.name} from {node.module}"
+                          for a in node.names if a.name.startswith("_")]
     assert not found, "\n".join(found)

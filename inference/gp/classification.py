@@ -29,8 +29,8 @@ D + 1 hyperparameters, as in the binary case).
   Algorithm 3.4's block formulas) and the averaged softmax over ``f* ~ N(mu*, Sigma*)`` by
   randomised quasi-Monte Carlo (:data:`MC_SAMPLES` = 2048 scrambled Sobol points from a
   fixed seed): its error is far below the plain Monte Carlo standard error
-  ``sd / sqrt(2048) <= 0.011`` per probability; measured against Gauss-Hermite quadrature,
-  below 2e-4 (tests).
+  ``sd / sqrt(2048) <= 0.011`` per probability (checked against Gauss-Hermite quadrature in
+  the tests).
 
 Leave-one-out (Vehtari, Mononen, Tolvanen, Sivula & Winther 2016, JMLR 17(103)): the
 Laplace cavity at the fitted hyperparameters (LA-LOO, :func:`gp_laplace_cavity_logpdf`), or
@@ -40,6 +40,7 @@ exact refits of the type-II ML fit warm-started from it (:class:`GPClassificatio
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
@@ -61,7 +62,7 @@ from ..numerics import (
 )
 from ..predictive.classification import ClassPredictive
 from ..predictive.regression import check_new_inputs
-from ..results import datatree
+from ..results import classes_attr, datatree, is_result_of
 from . import type2
 
 __all__ = ["laplace_mode", "log_marginal_likelihood", "fit_evidence", "predict_laplace",
@@ -72,21 +73,60 @@ __all__ = ["laplace_mode", "log_marginal_likelihood", "fit_evidence", "predict_l
 LS_BOUNDS = (1e-2, 1e5)
 SIGNAL_BOUNDS = (1e-2, 1e3)
 GH_NODES = 64
-LOG_LIKELIHOOD_OMITTED = (
-    "PSIS-LOO over draws of the Laplace Gaussian q(f) would divide q by p(t_n | f_n), but q "
-    "holds a Gaussian site for point n, not its likelihood: where the fit saturates (W_n ~ 0) "
-    "q(f_n) is about the cavity and 1 / E_q[1 / p(t_n | f_n)] is the harmonic, not the "
-    "arithmetic, mean of the likelihood over it. Measured (standardised inputs): breast "
-    "cancer (569 points) elpd -1273 by PSIS against -45.0 by exact refits and -39.5 by the "
-    "Laplace cavity, Pareto k > 0.7 at 448 points; wine (178 points, 3 classes) -7827 "
-    "against -73.2 and -72.9, k > 0.7 at every point. Leave-one-out: the Laplace cavity "
-    "(gp_laplace_cavity_logpdf) or exact refits (GPClassificationRefits)")
+# A type-II ML result has no log_likelihood group (attrs log_likelihood_omitted="latent"):
+# PSIS-LOO over draws of the Laplace Gaussian q(f) would divide q by p(t_n | f_n), but q
+# holds a Gaussian site for point n, not its likelihood; where the fit saturates (W_n ~ 0)
+# q(f_n) is about the cavity and 1 / E_q[1 / p(t_n | f_n)] is the harmonic, not the
+# arithmetic, mean of the likelihood over it. Its leave-one-out: the Laplace cavity
+# (gp_laplace_cavity_logpdf) or exact refits (GPClassificationRefits).
+
+
+@dataclass(frozen=True)
+class LaplaceMode:
+    """GPML Algorithm 3.1's result: ``log Z`` (GPML eq. 3.32), the mode ``f``, ``pi =
+    sigma(f)``, ``sW = W^1/2``, the lower Cholesky factor ``L`` of ``B = I + W^1/2 K W^1/2``
+    and ``a = t - pi`` (``= K^-1 f`` at the mode)."""
+
+    log_z: float
+    f: np.ndarray
+    pi: np.ndarray
+    sW: np.ndarray
+    L: np.ndarray
+    a: np.ndarray
+
+
+@dataclass(frozen=True)
+class SoftmaxLaplaceMode:
+    """GPML Algorithm 3.3's result: ``log Z`` (GPML eq. 3.44), the mode ``F`` (n, K), the
+    softmax ``P`` at the mode, the blocks ``E``, ``M`` of :func:`_blocks` and ``a = K^-1 F =
+    Y - P`` (GPML eq. 3.40)."""
+
+    log_z: float
+    F: np.ndarray
+    P: np.ndarray
+    E: np.ndarray
+    M: np.ndarray
+    a: np.ndarray
+
+
+@dataclass(frozen=True)
+class LaplaceFit:
+    """What a Laplace result's predictive needs: the centred training inputs ``X`` and new
+    inputs ``X_new``, the targets ``t``, the type-II ML length scales and signal sd, and the
+    latent mode ``f_mode`` ((n,), or (n, K) for the softmax)."""
+
+    X: np.ndarray
+    X_new: np.ndarray
+    t: np.ndarray
+    length_scale: np.ndarray
+    signal_sd: float
+    f_mode: np.ndarray
 
 
 def laplace_mode(K: np.ndarray, t: np.ndarray, f0: np.ndarray | None = None,
-                 tol: float = 1e-10, max_iter: int = 100):
+                 tol: float = 1e-10, max_iter: int = 100) -> LaplaceMode:
     """GPML Algorithm 3.1: the mode ``f`` of ``p(f | y)`` for the logistic likelihood
-    (``t`` in {0, 1}), and ``(log Z, f, pi, sW, L, a)`` with ``log Z`` GPML eq. 3.32.
+    (``t`` in {0, 1}), as a :class:`LaplaceMode` (``log Z`` GPML eq. 3.32).
     A Newton step that lowers ``Psi`` (GPML eq. 3.12, concave in ``f = K a``) is halved in
     ``a``; a warm start ``f0`` whose first step ends below ``Psi(0) = -n log 2`` is dropped
     for ``f = 0`` (far from the mode, saturated ``W ~ 0`` stall the undamped steps)."""
@@ -127,7 +167,7 @@ def laplace_mode(K: np.ndarray, t: np.ndarray, f0: np.ndarray | None = None,
     L = linalg.cholesky(np.eye(n) + sW[:, None] * K * sW[None, :], lower=True)
     a = t - pi  # at the mode K^-1 f = grad log p(y|f)
     log_z = -0.5 * a @ f + np.sum(log_expit(sign * f)) - np.sum(np.log(np.diag(L)))
-    return float(log_z), f, pi, sW, L, a
+    return LaplaceMode(float(log_z), f, pi, sW, L, a)
 
 
 def _lml_and_grad(theta: np.ndarray, X: np.ndarray, t: np.ndarray, f0=None):
@@ -136,7 +176,8 @@ def _lml_and_grad(theta: np.ndarray, X: np.ndarray, t: np.ndarray, f0=None):
     d = X.shape[1]
     ls, sf = np.exp(theta[:d]), float(np.exp(theta[d]))
     K = se_ard_covariance(X, None, ls, sf)
-    log_z, f, pi, sW, L, a = laplace_mode(K, t, f0)
+    mode = laplace_mode(K, t, f0)
+    pi, sW, L, a = mode.pi, mode.sW, mode.L, mode.a
     R = sW[:, None] * linalg.cho_solve((L, True), np.diag(sW))  # W^1/2 B^-1 W^1/2
     C = linalg.solve_triangular(L, sW[:, None] * K, lower=True)
     # GPML eq. 5.23: d log|B| / d f_hat_i = -(K^-1 + W)^-1_ii dW_ii/df_i with
@@ -151,7 +192,7 @@ def _lml_and_grad(theta: np.ndarray, X: np.ndarray, t: np.ndarray, f0=None):
         b = Cj @ a  # Cj grad log p(y|f)
         s3 = b - K @ (R @ b)
         grad[j] = s1 + s2 @ s3
-    return log_z, grad, f
+    return mode.log_z, grad, mode.f
 
 
 def log_marginal_likelihood(X, y, length_scale, signal_sd: float) -> float:
@@ -162,8 +203,8 @@ def log_marginal_likelihood(X, y, length_scale, signal_sd: float) -> float:
                           signal_sd)
     if problem.n_classes > 2:
 
-        return softmax_laplace_mode(K, problem.t, problem.n_classes)[0]
-    return laplace_mode(K, problem.t.astype(float))[0]
+        return softmax_laplace_mode(K, problem.t, problem.n_classes).log_z
+    return laplace_mode(K, problem.t.astype(float)).log_z
 
 
 def _layout(problem: GPClassification):
@@ -261,16 +302,18 @@ def fit_evidence(problem: GPClassification, *, seed: int | None = None, restarts
     coords = {"feature": np.arange(d), "obs": np.arange(n)}
     attrs = {}
     if C > 2:
-        log_z, f_mode, _, E, M, _ = softmax_laplace_mode(K, codes, C)
-        f = gaussian_draws(f_mode.reshape(-1), laplace_covariance(K, E, M), draws,
+        mode = softmax_laplace_mode(K, codes, C)
+        log_z, f_mode = mode.log_z, mode.F
+        f = gaussian_draws(f_mode.reshape(-1), laplace_covariance(K, mode.E, mode.M), draws,
                            rng).reshape(draws, n, C)
         f_dims = ["obs", "class"]
         coords["class"] = np.asarray(problem.classes).astype(str)
-        attrs["likelihood"] = "softmax of K latent GPs sharing one covariance (GPML §3.5)"
+        attrs["likelihood"] = "softmax"  # K latent GPs sharing one covariance (GPML §3.5)
     else:
-        log_z, f_mode, pi, sW, L, a = laplace_mode(K, t)
+        mode = laplace_mode(K, t)
+        log_z, f_mode = mode.log_z, mode.f
         # Laplace covariance (K^-1 + W)^-1 = K - K W^1/2 B^-1 W^1/2 K (GPML eq. 3.27)
-        V = linalg.solve_triangular(L, sW[:, None] * K, lower=True)
+        V = linalg.solve_triangular(mode.L, mode.sW[:, None] * K, lower=True)
         f = gaussian_draws(f_mode, K - V.T @ V, draws, rng)
         f_dims = ["obs"]
     return datatree(
@@ -282,10 +325,10 @@ def fit_evidence(problem: GPClassification, *, seed: int | None = None, restarts
         dims={"length_scale": ["feature"], "f": f_dims, "t": ["obs"],
               "X": ["obs", "feature"], "f_mode": f_dims},
         attrs={
-            "problem_kind": "gp_classification",
-            "classes": classes_json(problem.classes),
+            "problem_kind": GPClassification.kind,
+            "classes": classes_attr(problem.classes),
             **attrs,
-            "covariance": "signal_sd^2 exp(-sum_d (x_d - x'_d)^2 / (2 length_scale_d^2))",
+            "covariance": "se_ard",
             # the Laplace log marginal likelihood (GPML eq. 3.32; K > 2: eq. 3.44) at the
             # type-II ML optimum, under the name every evidence result uses
             "log_evidence": float(log_z),
@@ -295,39 +338,31 @@ def fit_evidence(problem: GPClassification, *, seed: int | None = None, restarts
             "n_iter": int(sum(r[3] for r in runs)),
             "restarts": len(runs),
                 "optimise_seconds": time.perf_counter() - start,
-            "default_predict_kind": "laplace",
-            "hyperparameters": "point estimates (type-II ML); f drawn from the Laplace "
-                               "Gaussian",
-            "fixed": ",".join(k for k in ("length_scale", "signal_sd")
-                              if getattr(problem, k) is not None) or "none",
+            "hyperparameters": "point",
+            "fixed": " ".join(k for k in ("length_scale", "signal_sd")
+                              if getattr(problem, k) is not None),
             "max_iter": max_iter,
-            "log_likelihood_omitted": LOG_LIKELIHOOD_OMITTED,
+            "log_likelihood_omitted": "latent",
         })
 
 
-def classes_json(classes) -> str:
-    import json
-
-    return json.dumps(np.asarray(classes).tolist())
-
-
-def _laplace_fit(post: xr.DataTree, X_new):
-    """What a Laplace result's predictive needs: the centred training and new inputs, the
-    targets, the type-II ML length scales and signal sd, and the latent mode."""
+def _laplace_fit(post: xr.DataTree, X_new) -> LaplaceFit:
+    """The :class:`LaplaceFit` of a Laplace result ``post`` at ``X_new``."""
     X_new = check_new_inputs(post, X_new)
     X = post["constant_data"]["X"].values
     centre = X.mean(axis=0)
-    return (X - centre, X_new - centre, post["observed_data"]["t"].values,
-            post["posterior"]["length_scale"].values[0, 0],
-            float(post["posterior"]["signal_sd"].values[0, 0]),
-            post["constant_data"]["f_mode"].values)
+    return LaplaceFit(X - centre, X_new - centre, post["observed_data"]["t"].values,
+                      post["posterior"]["length_scale"].values[0, 0],
+                      float(post["posterior"]["signal_sd"].values[0, 0]),
+                      post["constant_data"]["f_mode"].values)
 
 
 def latent_moments(post: xr.DataTree, X_new) -> tuple[np.ndarray, np.ndarray]:
     """GPML Algorithm 3.2: mean ``k*^T (t - pi)`` and variance ``k** - v^T v`` of the latent
     ``f*`` at ``X_new``, ``v = L^-1 W^1/2 k*``."""
-    Xc, Xn, t, ls, sf, f_hat = _laplace_fit(post, X_new)
-    t = t.astype(float)
+    fit = _laplace_fit(post, X_new)
+    Xc, Xn, ls, sf, f_hat = fit.X, fit.X_new, fit.length_scale, fit.signal_sd, fit.f_mode
+    t = fit.t.astype(float)
     pi = expit(f_hat)
     sW = np.sqrt(pi * (1 - pi))
     K = se_ard_covariance(Xc, None, ls, sf)
@@ -381,9 +416,8 @@ def averaged_probability(mean: np.ndarray, var: np.ndarray) -> np.ndarray:
 def predict_laplace(post: xr.DataTree, X_new) -> ClassPredictive:
     """Class probabilities at ``X_new`` (GPML eq. 3.25 with Algorithm 3.2's moments; for
     K > 2 classes Algorithm 3.4, :func:`predict_laplace_multiclass`)."""
-    import json
 
-    if len(json.loads(post.attrs["classes"])) > 2:
+    if len(post.attrs["classes"]) > 2:
 
         return predict_laplace_multiclass(post, X_new)
     return class_predictive(post, averaged_probability(*latent_moments(post, X_new)),
@@ -393,9 +427,8 @@ def predict_laplace(post: xr.DataTree, X_new) -> ClassPredictive:
 def class_predictive(post: xr.DataTree, p: np.ndarray, kind: str) -> ClassPredictive:
     """The :class:`ClassPredictive` of probabilities ``p``: ``P(classes[1])`` (n,) for two
     classes, or (n, K) rows (clipped away from 0 and renormalised)."""
-    import json
 
-    classes = np.asarray(json.loads(post.attrs["classes"]))
+    classes = np.asarray(post.attrs["classes"])
     return ClassPredictive(log_proba=_log_proba(p), classes=classes, kind=kind)
 
 
@@ -415,12 +448,11 @@ def predict_plugin(post: xr.DataTree, X_new) -> ClassPredictive:
     scikit-learn's ``predict``. Robust where the averaged probabilities are not: at a very
     large signal sd the Laplace variance of saturated classes reverts to the prior's and
     the average favours the class of largest variance."""
-    import json
 
     if "f_mode" not in post["constant_data"]:
         raise ValueError("predict(post, X, kind='plugin') needs an evidence (Laplace) fit; "
                          "this posterior has no f_mode")
-    classes = np.asarray(json.loads(post.attrs["classes"]))
+    classes = np.asarray(post.attrs["classes"])
     if classes.size > 2:
         from scipy.special import log_softmax
 
@@ -495,12 +527,10 @@ def fit_nuts(problem: GPClassification, *, seed: int | None = None, draws: int =
         dims={"length_scale": ["feature"], "f": f_dims, "t": ["obs"],
               "X": ["obs", "feature"]})
     dt.attrs.update({
-        "problem_kind": "gp_classification", "classes": classes_json(problem.classes),
-        "default_predict_kind": "nuts", "sampler": "nutpie",
+        "problem_kind": GPClassification.kind, "classes": classes_attr(problem.classes),
+        "covariance": "se_ard", "sampler": "nutpie",
         "draws": draws, "tune": tune, "chains": chains, "compile_time": t_compile,
-        "sampling_time": t_sample,
-        "prior": "length_scale_d ~ LogNormal(ln sd(x_d), 1), signal_sd ~ HalfNormal(2)",
-        "hyperparameters": "full posterior of hyperparameters and f by NUTS"})
+        "sampling_time": t_sample, "hyperparameters": "sampled"})
     diag = samplers.diagnose(dt, ("length_scale", "signal_sd"), warn=warn)
     dt.attrs.update(n_divergent=diag["n_divergent"], max_rhat=diag["max_rhat"],
                     converged=int(diag["ok"]))
@@ -579,11 +609,10 @@ def _psi(a, F, Y) -> float:
 
 def softmax_laplace_mode(K: np.ndarray, codes: np.ndarray, n_classes: int,
                          F0: np.ndarray | None = None, tol: float = 1e-10,
-                         max_iter: int = 100):
+                         max_iter: int = 100) -> SoftmaxLaplaceMode:
     """GPML Algorithm 3.3: the mode ``F`` (n, K) of ``p(f | y)`` for the softmax likelihood
-    (``codes`` in 0..K-1, one covariance ``K`` for every class). Returns
-    ``(log Z, F, P, E, M, a)``: ``log Z`` GPML eq. 3.44, ``P`` the softmax at the mode,
-    ``E``, ``M`` the blocks of :func:`_blocks` and ``a = K^-1 F = Y - P``. A warm start
+    (``codes`` in 0..K-1, one covariance ``K`` for every class), as a
+    :class:`SoftmaxLaplaceMode` (``log Z`` GPML eq. 3.44). A warm start
     ``F0`` whose first step ends below ``Psi(0)`` is dropped for ``F = 0``."""
     n = codes.size
     Y = np.zeros((n, n_classes))
@@ -629,7 +658,7 @@ def softmax_laplace_mode(K: np.ndarray, codes: np.ndarray, n_classes: int,
     a = Y - P  # at the mode K^-1 f = y - pi (GPML eq. 3.40)
     log_z = (-0.5 * np.sum(a * F) + np.sum(Y * F) - np.sum(logsumexp(F, axis=1)) - z
              - np.sum(np.log(np.diag(M))))
-    return float(log_z), F, P, E, M, a
+    return SoftmaxLaplaceMode(float(log_z), F, P, E, M, a)
 
 
 def laplace_covariance(K: np.ndarray, E: np.ndarray, M: np.ndarray) -> np.ndarray:
@@ -653,7 +682,8 @@ def _softmax_lml_and_grad(theta, X, codes, C, F0=None):
     d = X.shape[1]
     ls, sf = np.exp(theta[:d]), float(np.exp(theta[d]))
     K = se_ard_covariance(X, None, ls, sf)
-    log_z, F, P, E, M, a = softmax_laplace_mode(K, codes, C, F0)
+    mode = softmax_laplace_mode(K, codes, C, F0)
+    F, P, E, M, a = mode.F, mode.P, mode.E, mode.M, mode.a
     G = np.stack([linalg.solve_triangular(M, E[c], lower=True) for c in range(C)])
     # (K + W^-1)^-1 = E - E R (sum_c E_c)^-1 R^T E: diagonal class blocks E_c - G_c^T G_c
     R_diag = E - np.einsum("aki,akj->aij", G, G)
@@ -675,7 +705,7 @@ def _softmax_lml_and_grad(theta, X, codes, C, F0=None):
         b = Kj @ a  # K_j (y - pi), per class
         explicit = 0.5 * np.sum(a * b) - 0.5 * np.einsum("cij,ij->", R_diag, Kj)
         grad[j] = explicit + np.sum(s2 * (b - K @ r_apply(b)))
-    return log_z, grad, F
+    return mode.log_z, grad, F
 
 
 def _marginal_blocks(K: np.ndarray, E: np.ndarray, G: np.ndarray) -> np.ndarray:
@@ -692,8 +722,9 @@ def latent_moments_multiclass(post: xr.DataTree, X_new) -> tuple[np.ndarray, np.
     """GPML Algorithm 3.4 / eqs. 3.42-3.43: the latent predictive mean (m, K),
     ``mu*_c = k*^T (y_c - pi_c)``, and covariance (m, K, K),
     ``Sigma*_cc' = delta_cc' (k** - k*^T E_c k*) + k*^T E_c (sum_c E_c)^-1 E_c' k*``."""
-    Xc, Xn, codes, ls, sf, F_hat = _laplace_fit(post, X_new)
-    codes = codes.astype(int)
+    fit = _laplace_fit(post, X_new)
+    Xc, Xn, ls, sf, F_hat = fit.X, fit.X_new, fit.length_scale, fit.signal_sd, fit.f_mode
+    codes = fit.t.astype(int)
     n, C = F_hat.shape
     P = softmax(F_hat, axis=1)
     Y = np.zeros((n, C))
@@ -813,8 +844,9 @@ def gp_laplace_cavity_logpdf(post: xr.DataTree) -> np.ndarray:
     if not isinstance(post, xr.DataTree) or "f_mode" not in post.get("constant_data", {}):
         raise TypeError("post must be a GP classification result of method 'evidence' "
                         "(a Laplace fit with constant_data f_mode)")
-    Xc, _, codes, ls, sf, f_hat = _laplace_fit(post, post["constant_data"]["X"].values)
-    codes = codes.astype(int)
+    fit = _laplace_fit(post, post["constant_data"]["X"].values)
+    Xc, ls, sf, f_hat = fit.X, fit.length_scale, fit.signal_sd, fit.f_mode
+    codes = fit.t.astype(int)
     K = se_ard_covariance(Xc, None, ls, sf)
     n = codes.size
     if f_hat.ndim == 2:
@@ -865,20 +897,18 @@ class GPClassificationRefits:
     """
 
     def __init__(self, post: xr.DataTree, restarts: int = 1) -> None:
-        import json
 
-        if (not isinstance(post, xr.DataTree) or post.attrs.get("method") != "evidence"
-                or post.attrs.get("problem_kind") != "gp_classification"):
+        if not is_result_of(post, GPClassification, "evidence"):
             raise TypeError("post must be a GP classification result of method 'evidence'")
         X = post["constant_data"]["X"].values
         self.X = X - X.mean(axis=0)
         self.codes = post["observed_data"]["t"].values.astype(int)
-        self.n_classes = len(json.loads(post.attrs["classes"]))
+        self.n_classes = len(post.attrs["classes"])
         self.f_mode = post["constant_data"]["f_mode"].values
         ds = post["posterior"]
         self.theta0 = np.log(np.append(ds["length_scale"].values[0, 0],
                                        ds["signal_sd"].values[0, 0]))
-        fixed = post.attrs.get("fixed", "none").split(",")
+        fixed = post.attrs.get("fixed", "").split()
         self.length_scale = ds["length_scale"].values[0, 0] if "length_scale" in fixed else None
         self.signal_sd = float(ds["signal_sd"].values[0, 0]) if "signal_sd" in fixed else None
         self.max_iter = int(post.attrs.get("max_iter", 200))
@@ -980,12 +1010,13 @@ class GPClassificationRefits:
                     log_z, P = best["value"], softmax(best["mode"], axis=1)
                     (E, M, _), a = _blocks(K, P), np.eye(C)[codes] - P
                 else:
-                    log_z, _, _, E, M, a = softmax_laplace_mode(K, codes, C, best["mode"])
+                    mode = softmax_laplace_mode(K, codes, C, best["mode"])
+                    log_z, E, M, a = mode.log_z, mode.E, mode.M, mode.a
                 p = averaged_softmax(*_multiclass_latent(Ks, sf, E, M, a))
             else:
-                log_z, _, _, sW, L, a = laplace_mode(K, t, best["mode"],
-                                                     max_iter=0 if exact else 100)
-                p = averaged_probability(*_binary_latent(Ks, sf, a, sW, L))
+                mode = laplace_mode(K, t, best["mode"], max_iter=0 if exact else 100)
+                log_z = mode.log_z
+                p = averaged_probability(*_binary_latent(Ks, sf, mode.a, mode.sW, mode.L))
         self.theta, self.log_marginal_likelihood = theta, log_z
         return (_log_proba(p)[np.arange(out.size), self.codes[out]],
                 any(r[2] for r in runs))

@@ -36,7 +36,7 @@ from ..predictive.regression import (
     check_new_inputs,
     draw_index,
 )
-from ..results import datatree, gaussian_log_likelihood, pointwise_budget_ok
+from ..results import datatree, gaussian_log_likelihood, is_result_of, pointwise_budget_ok
 from . import type2
 
 __all__ = [
@@ -277,19 +277,16 @@ def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
     fixed = [k for k in ("length_scale", "signal_sd", "noise_sd")
              if getattr(problem, k) is not None]
     attrs = {
-        "problem_kind": "gp",
-        "covariance": "signal_sd^2 exp(-sum_d (x_d - x'_d)^2 / (2 length_scale_d^2)) + "
-                      "noise_sd^2 delta (zero mean)",
-        "fixed": ",".join(fixed) or "none",
-        "default_predict_kind": "gp",
+        "problem_kind": GPRegression.kind,
+        "covariance": "se_ard",
+        "fixed": " ".join(fixed),
         **attrs,
     }
     if pointwise_budget_ok(shape[0], shape[1], n):
         groups["log_likelihood"] = {"t": _pointwise_log_likelihood(
             problem.X, problem.t, ls, sf, sn, per, shape, seed)}
     else:
-        attrs["log_likelihood_omitted"] = (
-            f"{shape[0]} x {shape[1]} x {n} pointwise values exceed the budget")
+        attrs["log_likelihood_omitted"] = "size"  # more values than POINTWISE_MAX
     groups["observed_data"] = {"t": problem.t}
     groups["constant_data"] = {"X": problem.X}
     if sample_stats:
@@ -349,7 +346,7 @@ def fit_evidence(problem: GPRegression, *, seed: int | None = None, restarts: in
         "restarts": len(runs),
         "backend": backend,
         "optimise_seconds": time.perf_counter() - start,
-        "hyperparameters": "point estimates (type-II ML): one chain of one draw",
+        "hyperparameters": "point",
     }
     return _gp_datatree(problem, post, attrs, seed=seed)
 
@@ -398,9 +395,7 @@ def fit_nuts(problem: GPRegression, *, seed: int | None = None, sampler: str = "
         "sampler": sampler, "draws": draws, "tune": tune, "chains": chains,
         "target_accept": float(target_accept), "compile_time": t_compile,
         "sampling_time": t_sample,
-        "prior": "length_scale_d ~ LogNormal(ln sd(x_d), 1), signal_sd ~ HalfNormal(2 sd(t)), "
-                 "noise_sd ~ HalfNormal(sd(t))",
-        "hyperparameters": "full posterior of the hyperparameters by NUTS",
+        "hyperparameters": "sampled",
     }
     dt = _gp_datatree(problem, post, attrs, sample_stats=stats, seed=seed)
     diag = samplers.diagnose(dt, tuple(free), warn=warn)
@@ -420,7 +415,7 @@ def predict_gp(post: xr.DataTree, X_new, max_draws: int | None = 500
     """GP predictive of noisy targets at ``X_new`` (R&W Algorithm 2.1). Point
     hyperparameters (type-II ML) give a :class:`Predictive`; hyperparameter draws (NUTS)
     give the mixture of the per-draw predictives over at most ``max_draws`` draws."""
-    if post.attrs.get("problem_kind") != "gp":
+    if post.attrs.get("problem_kind") != GPRegression.kind:
         raise ValueError(f"kind='gp' needs a GP posterior, got a "
                          f"{post.attrs.get('problem_kind')} posterior")
     X_new = check_new_inputs(post, X_new)
@@ -468,8 +463,7 @@ class GPRefits:
     FD_STEP = 1e-4  # central-difference step of the Hessian, in log hyperparameters
 
     def __init__(self, post: xr.DataTree, *, max_iter: int = 1000) -> None:
-        if not isinstance(post, xr.DataTree) or post.attrs.get("problem_kind") != "gp" \
-                or post.attrs.get("method") != "evidence":
+        if not is_result_of(post, GPRegression, "evidence"):
             raise TypeError("post must be a GPRegression 'evidence' result of "
                             "sparsebayes.inference.fit")
         self.max_iter = check_positive_int("max_iter", max_iter)
@@ -478,7 +472,7 @@ class GPRefits:
         ls, sf, sn = hyperparameter_draws(post)
         self.theta0 = np.log(np.concatenate([ls[0], [sf[0], sn[0]]]))
         d = self.X.shape[1]
-        names = post.attrs.get("fixed", "none").split(",")
+        names = post.attrs.get("fixed", "").split()
         self.free = np.array([name not in names for name in ("length_scale",) * d
                               + ("signal_sd", "noise_sd")])
         self.fixed = np.where(self.free, np.nan, self.theta0)

@@ -27,7 +27,6 @@ integrates its likelihood over the rest).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +34,7 @@ import xarray as xr
 from scipy.special import expit, log_expit, log_softmax, logsumexp, ndtri, softmax
 from scipy.stats import qmc
 
-from sparsebayes.models import NumericalWarning
+from sparsebayes.models import NumericalWarning, RVMClassification
 
 from ..likelihoods import pair_logits
 from ..numerics import warn_user
@@ -132,10 +131,9 @@ def moderated_softmax(M: np.ndarray, P: np.ndarray) -> np.ndarray:
 
     ``M`` (n, K) logit means, ``P`` (n, K, K) logit covariances. Each
     ``softmax_k = 1 / sum_j exp(-(f_k - f_j))``; every difference ``f_k - f_j`` is moderated
-    by ``kappa(Var(f_k - f_j))`` and the result renormalised. Accuracy against quadrature
-    (tests/test_class_predictive.py): for K = 3 and pairwise variances up to 4, within 0.06
-    (0.007 on average) of the exact ``E[softmax(f)]``; it grows with the variance (~0.14 at
-    variances of 25 or more), so ``kind="samples"`` is the reference far from the data.
+    by ``kappa(Var(f_k - f_j))`` and the result renormalised. Its error against quadrature
+    grows with the variance (tests/inference/predictive/test_class_predictive.py), so
+    ``kind="samples"`` is the reference far from the data.
     """
     d = np.einsum("nkk->nk", P)
     V = d[:, :, None] + d[:, None, :] - 2 * P
@@ -145,11 +143,11 @@ def moderated_softmax(M: np.ndarray, P: np.ndarray) -> np.ndarray:
 
 
 def _classes(post: xr.DataTree) -> np.ndarray:
-    return np.asarray(json.loads(post.attrs["classes"]))
+    return np.asarray(post.attrs["classes"])
 
 
 def _design(post: xr.DataTree, X_new) -> np.ndarray:
-    if post.attrs.get("problem_kind") != "classification":
+    if post.attrs.get("problem_kind") != RVMClassification.kind:
         raise TypeError("this predictive is for a classification posterior")
     return design(post, X_new)
 
@@ -303,16 +301,15 @@ def expected_likelihood_logpdf(c: np.ndarray, C: np.ndarray, t: np.ndarray, *,
     0 / 1 for ``f`` the logit of class 1, ``c`` (n, 1); softmax: 0..K-1, T01 eq. 28).
 
     Binary: Gauss-Hermite quadrature with ``n_points`` nodes (default :data:`GH_POINTS`);
-    the logistic's unit-width step makes it converge slowly in the variance: measured against
-    adaptive quadrature, errors in the log of 4e-10 / 4e-5 / 4e-3 at variances 20 / 100 /
-    1000 (64 nodes: 3e-5 / 5e-3 / 6e-2). Laplace cavities of evidence fits reach variances
-    of ~100 (Ripley, breast cancer).
+    the logistic's unit-width step makes it converge slowly in the variance, so the default
+    number of nodes is set for the large variances Laplace cavities of evidence fits reach
+    (its error against adaptive quadrature is checked in the tests).
 
     Softmax: randomised quasi-Monte Carlo, ``n_points`` (default :data:`QMC_POINTS`)
     scrambled Sobol points with the fixed seed ``QMC_SEED`` mapped to ``N(0, I)`` by the
     inverse normal CDF and to ``N(c_n, C_n)`` by ``C_n^1/2`` (eigendecomposition; PSD ``C_n``
-    allowed), the same points for every row: deterministic. Measured against a 40^3 tensor
-    Gauss-Hermite rule for K = 3 and logit variances up to ~15: within 1.5e-4 in the log."""
+    allowed), the same points for every row: deterministic (checked against a tensor
+    Gauss-Hermite rule in the tests)."""
     t = np.asarray(t, dtype=int)
     K = c.shape[1]
     if n_points is not None and (isinstance(n_points, bool) or not isinstance(

@@ -25,6 +25,7 @@ import numpy as np
 import xarray as xr
 from scipy import special, stats
 
+from sparsebayes.models import RVMRegression
 from sparsebayes.models.checks import check_inputs, check_targets
 
 from ..numerics import one_blas_thread, weight_posterior
@@ -73,28 +74,12 @@ class Predictive:
 
 
 @dataclass(frozen=True, eq=False)
-class MixturePredictive:
-    """Equal-weight Gaussian mixture at each test input: component ``s`` at input ``i`` is
-    ``N(means[s, i], vars[s, i])`` (one component per posterior draw).
-
-    ``mean`` and ``var`` are the mixture moments (law of total variance), ``logpdf`` is
-    exact (log-sum-exp) and ``interval`` solves the mixture CDF. If every component at an
-    input is the same Gaussian, all of them equal that Gaussian's values exactly.
-    """
+class MixturePredictiveRecord:
+    """The checked fields of a :class:`MixturePredictive` (build that, not this)."""
 
     means: np.ndarray
     vars: np.ndarray
     kind: str = "samples"
-
-    def __post_init__(self) -> None:
-        means = np.atleast_2d(np.asarray(self.means, dtype=float))
-        vars_ = np.broadcast_to(np.asarray(self.vars, dtype=float), means.shape)
-        if not (np.all(np.isfinite(means)) and np.all(np.isfinite(vars_))):
-            raise ValueError("mixture means and variances must be finite")
-        if np.any(vars_ <= 0):
-            raise ValueError("mixture component variances must be > 0")
-        object.__setattr__(self, "means", means)
-        object.__setattr__(self, "vars", vars_)
 
     @property
     def n_components(self) -> int:
@@ -178,6 +163,25 @@ class MixturePredictive:
                 f"components={self.n_components})")
 
 
+class MixturePredictive(MixturePredictiveRecord):
+    """Equal-weight Gaussian mixture at each test input: component ``s`` at input ``i`` is
+    ``N(means[s, i], vars[s, i])`` (one component per posterior draw).
+
+    ``mean`` and ``var`` are the mixture moments (law of total variance), ``logpdf`` is
+    exact (log-sum-exp) and ``interval`` solves the mixture CDF. If every component at an
+    input is the same Gaussian, all of them equal that Gaussian's values exactly.
+    """
+
+    def __init__(self, means, vars, kind: str = "samples") -> None:
+        means = np.atleast_2d(np.asarray(means, dtype=float))
+        vars_ = np.broadcast_to(np.asarray(vars, dtype=float), means.shape)
+        if not (np.all(np.isfinite(means)) and np.all(np.isfinite(vars_))):
+            raise ValueError("mixture means and variances must be finite")
+        if np.any(vars_ <= 0):
+            raise ValueError("mixture component variances must be > 0")
+        super().__init__(means, vars_, kind)
+
+
 def check_new_inputs(post: xr.DataTree, X_new) -> np.ndarray:
     """``X_new`` as a finite float array with the training number of features."""
     X_new = check_inputs(X_new, name="X_new")
@@ -226,7 +230,7 @@ def predict_rvm(post: xr.DataTree, X_new) -> Predictive:
 
 def _regression_posterior(post: xr.DataTree, kind: str) -> None:
     pkind = post.attrs.get("problem_kind")
-    if pkind != "regression":
+    if pkind != RVMRegression.kind:
         raise ValueError(f"kind={kind!r} is for RVM regression posteriors, got a {pkind} "
                          "posterior")
 

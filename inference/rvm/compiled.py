@@ -3,14 +3,15 @@ mode: the per-candidate formulas of TF03 eqs. (18)-(21) live here ONCE, as scala
 that :mod:`sparsebayes.inference.rvm.sequential` calls both from numpy (``basis_objective``,
 ``optimal_alpha``) and from the per-step kernel :func:`flat_proposals`.
 
-At the sizes of a sparse model (M ~ 100 candidates, a handful in the model) a step of the
-algorithm is a few dozen numpy calls on tiny arrays; their call overhead (~1-3 us each) is
-what costs, so each hot piece is one compiled call here.
+At the sizes of a sparse model (a hundred candidates, a handful in the model) a step of the
+algorithm is a few dozen numpy calls on tiny arrays, whose call overhead dominates; so each
+hot piece is one compiled call here.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -21,7 +22,36 @@ SMALL = 48  # models up to this many weights use the compiled factorisations (pl
 __all__ = ["SMALL", "objective", "flat_alpha", "adjust", "objective_array", "flat_alpha_array",
            "adjust_array", "flat_proposals", "decide", "reestimate_update", "bernoulli_mode",
            "recompute", "bernoulli_surrogate", "laplace_log_evidence", "weighted_cross",
-           "flat_choice", "add_update", "delete_update"]
+           "flat_choice", "add_update", "delete_update", "BernoulliMode", "Recomputed"]
+
+
+class BernoulliMode(NamedTuple):
+    """:func:`bernoulli_mode`'s result: the mode ``theta`` of T01 eq. 24, the logits ``f``,
+    ``ln p(t|theta)``, the Laplace log evidence, the gradient of Psi, the lower Cholesky
+    factor ``L`` of ``H`` (T01 eq. 25), the iterations, ``converged``, and ``ok`` (False:
+    ``H`` was not positive definite at an iterate). A NamedTuple: numba builds it in
+    nopython mode."""
+
+    theta: np.ndarray
+    f: np.ndarray
+    loglik: float
+    log_evidence: float
+    gradient: np.ndarray
+    L: np.ndarray
+    n_iter: int
+    converged: bool
+    ok: bool
+
+
+class Recomputed(NamedTuple):
+    """:func:`recompute`'s result: ``ok`` (False: ``H`` not positive definite, the other
+    fields unset), ``mu``, ``Sigma`` (T01 eq. 6), ``S``, ``Q`` (TF03 eqs. 24-25)."""
+
+    ok: bool
+    mu: np.ndarray
+    Sigma: np.ndarray
+    S: np.ndarray
+    Q: np.ndarray
 
 
 # ---- one basis (TF03 eqs. 18-21, T01 App. A hyperpriors) ------------------------------------
@@ -312,10 +342,8 @@ def laplace_log_evidence(loglik, alpha, theta, L):
 @njit(cache=True)
 def bernoulli_mode(Phi, t, alpha, theta0, gtol, max_iter):
     """Newton / IRLS with step halving for ``P(t=1) = sigma(Phi theta)`` (T01 eq. 24; the
-    loop of ``laplace._mode``, compiled). Returns theta, f, loglik, the Laplace log evidence
-    (:func:`laplace_log_evidence`), the gradient of Psi, the factor L of H, iterations,
-    converged, and ok (False: H was not positive definite at an
-    iterate, the caller re-runs the numpy loop with its jittered Cholesky)."""
+    loop of ``laplace._mode``, compiled), as a :class:`BernoulliMode` (``ok`` False: the
+    caller re-runs the numpy loop with its jittered Cholesky)."""
     N, P = Phi.shape
     sign = 2.0 * t - 1.0
     theta = theta0.copy()
@@ -330,7 +358,7 @@ def bernoulli_mode(Phi, t, alpha, theta0, gtol, max_iter):
         gl, g, H = _terms(Phi, t, alpha, theta, f)
         L, ok = _cholesky_lower(H)
         if not ok:
-            return theta, f, ll, 0.0, g, L, it, False, False
+            return BernoulliMode(theta, f, ll, 0.0, g, L, it, False, False)
         if np.abs(g).max() <= gtol * max(1.0, np.abs(gl).max()):
             converged = fresh = True
             break
@@ -354,16 +382,17 @@ def bernoulli_mode(Phi, t, alpha, theta0, gtol, max_iter):
         gl, g, H = _terms(Phi, t, alpha, theta, f)
         L, ok = _cholesky_lower(H)
         if not ok:
-            return theta, f, ll, 0.0, g, L, it, False, False
-    return theta, f, ll, laplace_log_evidence(ll, alpha, theta, L), g, L, it, converged, True
+            return BernoulliMode(theta, f, ll, 0.0, g, L, it, False, False)
+    return BernoulliMode(theta, f, ll, laplace_log_evidence(ll, alpha, theta, L), g, L, it,
+                         converged, True)
 
 
 @njit(cache=True)
 def recompute(cross, active, alpha, diag, PhiBt):
     """``SequentialSparseBayes.recompute`` compiled: Sigma, mu, S, Q from the Cholesky
     factor L of ``H = A + Phi_in^T B Phi_in`` (TF03 eqs. 24-25, T01 eq. 6), ``S_m = diag_m -
-    ||L^-1 c_m||^2``. ok False: H not positive definite (the caller's numpy path adds
-    jitter)."""
+    ||L^-1 c_m||^2``, as :class:`Recomputed` (``ok`` False: H not positive definite, the
+    caller's numpy path adds jitter)."""
     M, P = cross.shape
     H = np.empty((P, P))
     for a in range(P):
@@ -376,7 +405,7 @@ def recompute(cross, active, alpha, diag, PhiBt):
     S = np.empty(M)
     Q = np.empty(M)
     if not ok:
-        return ok, mu, Sigma, S, Q
+        return Recomputed(ok, mu, Sigma, S, Q)
     y = np.empty(P)  # L^-1 PhiBt_act
     for i in range(P):
         v = PhiBt[active[i]]
@@ -416,7 +445,7 @@ def recompute(cross, active, alpha, diag, PhiBt):
             qq += z[i] * y[i]
         S[m] = diag[m] - ss
         Q[m] = PhiBt[m] - qq
-    return ok, mu, Sigma, S, Q
+    return Recomputed(ok, mu, Sigma, S, Q)
 
 
 @njit(cache=True)

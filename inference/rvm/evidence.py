@@ -17,13 +17,13 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import xarray as xr
 from scipy import optimize
 
-from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning
+from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning, RVMRegression
 from sparsebayes.models.basis import Basis, symmetric_kernel
 from sparsebayes.models.kernels import GaussianKernel
 
@@ -82,8 +82,7 @@ NOISE_EVERY = 10  # then it is re-estimated at every NOISE_EVERY-th iteration
 NEWTON_GAIN = 1e-3  # nats: a re-estimate gaining less gives way to a Newton step on them all
 REFIT_SEARCH_MAX_ITER = 200  # a LOO refit's local-search runs stop here (not kept then)
 # fit_fast's default local search: bases of up to this many columns whose first optimum keeps
-# up to this many (it re-converges twice per basis kept: a degenerate width that keeps all
-# 246 of diabetes' training points took 492 runs and 366 s)
+# up to this many (it re-converges twice per basis kept, so its cost grows with the model)
 LOCAL_SEARCH_MAX_COLUMNS, LOCAL_SEARCH_MAX_KEPT = 300, 40
 START_CONDITION = 1e-10  # MacKay's start: alpha_i ||phi_i||^2 >= 1e-10 beta
 BETA_MAX_FACTOR = 1e6  # beta <= BETA_MAX_FACTOR / var(t): noise sd >= 1e-3 sd(t)
@@ -117,6 +116,22 @@ class _Solution:
     search_runs: int = 0
     width_rounds: int = 0
     width_on_bounds: tuple[int, int] = (0, 0)  # learned widths on their lower, upper bounds
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One run of the fast (TF03) or MacKay (T01 eqs. 44, 46) loop: the bases in the model,
+    their hyperparameters and weight posterior (T01 eqs. 12-13), the log-evidence trace."""
+
+    active: np.ndarray
+    alpha: np.ndarray
+    beta: float
+    mu: np.ndarray
+    Sigma: np.ndarray
+    trace: list[float]
+    converged: bool
+    n_iter: int
+    n_aligned: int = 0  # candidates set aside as duplicates of bases in the model (fast)
 
 
 def _prior(problem) -> GammaPrior:
@@ -314,8 +329,8 @@ def _run_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm=N
             break
     trace.append(state.log_evidence())
     act = np.asarray(state.active)
-    return (act, state.alpha.copy(), beta, state.mu, state.Sigma, trace, converged, it,
-            state.n_degenerate())
+    return _Run(act, state.alpha.copy(), beta, state.mu, state.Sigma, trace, converged, it,
+                state.n_degenerate())
 
 
 def _escape_local_optima(run, fitted, max_rounds: int = 3):
@@ -325,25 +340,24 @@ def _escape_local_optima(run, fitted, max_rounds: int = 3):
     it allowed back, and keep the result if its evidence is higher; repeat while that
     helps (at most ``max_rounds`` improvements; a run that did not converge is not kept).
     ``run(warm, tabu)`` runs the algorithm and
-    returns :func:`_run_fast`'s tuple. Returns the best tuple (its iteration count the total
-    of every run) and the number of runs.
-    On Tipping's sinc (T01 §4.1) this reaches the evidence of MacKay's re-estimation or a
-    higher one, which the single pass did not (0.02-0.3 nats below it)."""
-    best, runs, iters = fitted, 0, fitted[7]
+    returns :func:`_run_fast`'s :class:`_Run`. Returns the best run (its iteration count the
+    total of every run) and the number of runs."""
+    best, runs, iters = fitted, 0, fitted.n_iter
     for _ in range(max_rounds):
-        act, alpha, beta = best[0], best[1], best[2]
+        act, alpha, beta = best.active, best.alpha, best.beta
         for i in act:
             keep = act != i
             without = run((act[keep], alpha[keep], beta), {int(i)})
-            back = run((without[0], without[1], without[2]), set())
+            back = run((without.active, without.alpha, without.beta), set())
             runs += 2
-            iters += without[7] + back[7]
-            if back[6] and back[5][-1] > best[5][-1] + 1e-8 * max(1.0, abs(best[5][-1])):
+            iters += without.n_iter + back.n_iter
+            top = best.trace[-1]
+            if back.converged and back.trace[-1] > top + 1e-8 * max(1.0, abs(top)):
                 best = back
                 break
         else:
             break
-    return (*best[:7], iters, best[8]), runs
+    return replace(best, n_iter=iters), runs
 
 
 def _converge_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm,
@@ -352,11 +366,12 @@ def _converge_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, w
     """:func:`_run_fast`, then :func:`_escape_local_optima` when ``local_search`` says so
     (None: for bases of at most ``LOCAL_SEARCH_MAX_COLUMNS`` columns whose first optimum
     keeps at most ``LOCAL_SEARCH_MAX_KEPT``), its runs stopped at ``search_max_iter``
-    iterations (default ``max_iter``). Returns the fitted tuple and the search's runs."""
+    iterations (default ``max_iter``). Returns the fitted :class:`_Run` and the search's
+    runs."""
     fitted = _run_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm)
     # a proper prior on alpha keeps every basis (T01 App. A): nothing to search
     search = local_search if local_search is not None else (
-        n_columns <= LOCAL_SEARCH_MAX_COLUMNS and fitted[0].size <= LOCAL_SEARCH_MAX_KEPT)
+        n_columns <= LOCAL_SEARCH_MAX_COLUMNS and fitted.active.size <= LOCAL_SEARCH_MAX_KEPT)
     if not search or learn_width or prior.a != 0 or np.any(prior.b):
         return fitted, 0
 
@@ -662,15 +677,17 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
                                           max_iter, tol, warm, local_search,
                                           problem.basis.n_columns, problem.learn_width)
             search_runs += runs
-            active, alpha, beta, mu, Sigma, tr, converged, n_iter, n_aligned = fitted
-            if n_aligned:
-                notes.append(f"{n_aligned} candidate basis functions were skipped as "
+            if fitted.n_aligned:
+                notes.append(f"{fitted.n_aligned} candidate basis functions were skipped as "
                              "numerical duplicates of basis functions in the model (cosine > "
                              f"{ALIGNMENT_MAX} or in their span): duplicate inputs or a "
                              "kernel width far too large")
         else:
-            active, alpha, beta, mu, Sigma, tr, converged, n_iter = _run_mackay(
-                data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm)
+            fitted = _run_mackay(data, prior, beta, estimate_noise, beta_max, max_iter, tol,
+                                 warm)
+        active, alpha, beta, mu, Sigma = (fitted.active, fitted.alpha, fitted.beta, fitted.mu,
+                                          fitted.Sigma)
+        tr, converged, n_iter = fitted.trace, fitted.converged, fitted.n_iter
         del data
         trace += tr
         total_iter += n_iter
@@ -741,7 +758,7 @@ class EvidenceRefits:
         self.basis, self.active = basis_from_posterior(post)
         g = post["gaussian_posterior"]
         self.alpha, self.beta = g["alpha"].values.copy(), float(g["beta"])
-        self.prior = (GammaPrior.from_json(post.attrs["prior"]) if "prior" in post.attrs
+        self.prior = (GammaPrior.from_array(post.attrs["prior"]) if "prior" in post.attrs
                       else GammaPrior())
         self.estimate_noise = not int(post.attrs.get("noise_fixed", 0))
         self.dictionary = "dictionary" in const
@@ -781,12 +798,13 @@ class EvidenceRefits:
                 fitted = _run_mackay(data, self.prior, beta, self.estimate_noise, beta_max,
                                      self.max_iter, self.tol,
                                      (np.arange(alpha.size), alpha))
-            active, alpha, beta, mu, Sigma, trace, converged, n_iter = fitted[:8]
-            self.n_iter = int(n_iter)
-            self.log_evidence = float(trace[-1]) if self.fast else gram_log_evidence(
-                data.gram(active), data.Phit[active], data.tt, data.n, alpha, beta)
-        pred = gaussian_predictive(P[:, active], mu, Sigma, beta)
-        return pred.logpdf(self.t[out]), bool(converged)
+            active = fitted.active
+            self.n_iter = int(fitted.n_iter)
+            self.log_evidence = float(fitted.trace[-1]) if self.fast else gram_log_evidence(
+                data.gram(active), data.Phit[active], data.tt, data.n, fitted.alpha,
+                fitted.beta)
+        pred = gaussian_predictive(P[:, active], fitted.mu, fitted.Sigma, fitted.beta)
+        return pred.logpdf(self.t[out]), bool(fitted.converged)
 
 
 def _run_mackay(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm=None,
@@ -835,8 +853,8 @@ def _run_mackay(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm
     da = d[active]
     mu, Sigma, _ = gram_weight_posterior(data.gram(active) / np.outer(da, da), Phit[active],
                                          alpha, beta)
-    return (active, alpha * da**2, beta, mu / da, Sigma / np.outer(da, da), trace, converged,
-            it)
+    return _Run(active, alpha * da**2, beta, mu / da, Sigma / np.outer(da, da), trace,
+                converged, it)
 
 
 def _to_datatree(problem, sol: _Solution, *, method: str, seed, draws: int, chains: int,
@@ -872,14 +890,10 @@ def _to_datatree(problem, sol: _Solution, *, method: str, seed, draws: int, chai
         "learn_width": int(problem.learn_width),
         "local_search_runs": int(sol.search_runs),
         "optimise_seconds": float(optimise_seconds),
-        "hyperparameters": "point estimates (type-II ML): alpha and beta are constant across "
-                           "draws; w is drawn from its Gaussian posterior N(mu, Sigma)",
-        "default_predict_kind": "rvm",
+        "hyperparameters": "point",  # w drawn from its Gaussian posterior N(mu, Sigma)
     }
     if loglik is None:
-        attrs["log_likelihood_omitted"] = (
-            f"chains x draws x N = {chains} x {draws} x {problem.t.shape[0]} pointwise values "
-            "exceed the budget; pass fewer draws for az.loo")
+        attrs["log_likelihood_omitted"] = "size"  # more values than POINTWISE_MAX
     if isinstance(kernel, GaussianKernel):
         attrs["width"] = np.atleast_1d(np.asarray(kernel.width, dtype=float))
     if problem.learn_width:
@@ -899,7 +913,7 @@ def _to_datatree(problem, sol: _Solution, *, method: str, seed, draws: int, chai
 
 def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, width_bounds,
          local_search=False):
-    if problem.kind != "regression":
+    if not isinstance(problem, RVMRegression):
         raise TypeError(f"{method!r} here is for RVMRegression, got {type(problem).__name__}")
     if not isinstance(max_iter, int | np.integer) or max_iter <= 0:
         raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
@@ -911,7 +925,7 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, widt
                          "pass over the data); compute the Dask arrays first")
     check_basis(problem)
     # The fast algorithm's products are mid-sized (N x M_t, one pass over Phi per add):
-    # one BLAS thread; on busy cores the default threads made a whole fit 3-6x slower.
+    # one BLAS thread (on busy cores more threads slow it down, see one_blas_thread).
     with one_blas_thread() if algorithm == "fast" else contextlib.nullcontext():
         start = time.perf_counter()
         sol = _solve(problem, algorithm=algorithm, max_iter=int(max_iter), tol=float(tol),
@@ -958,8 +972,8 @@ def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-6,
     ``local_search``: after convergence, try converging again without each basis in the
     model and keep a higher evidence (:func:`_escape_local_optima`); default (None): on for
     bases of at most ``LOCAL_SEARCH_MAX_COLUMNS`` columns whose first optimum keeps at most
-    ``LOCAL_SEARCH_MAX_KEPT``, where it costs milliseconds (the number of extra runs is the
-    result's ``local_search_runs``). Not with ``learn_width`` or
+    ``LOCAL_SEARCH_MAX_KEPT`` (the number of extra runs is the result's
+    ``local_search_runs``). Not with ``learn_width`` or
     a proper prior on ``alpha`` (which keeps every basis).
     """
     return _fit(problem, "fast", "evidence", seed=seed, max_iter=max_iter, tol=tol,

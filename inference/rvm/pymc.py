@@ -17,15 +17,11 @@ import time
 import numpy as np
 import xarray as xr
 
-from sparsebayes.models import GammaPrior, NumericalWarning, SamplingWarning
+from sparsebayes.models import GammaPrior, NumericalWarning, RVMRegression, SamplingWarning
 from sparsebayes.models.priors import data_scales, resolve_prior
-from sparsebayes.models.pymc_models import (
-    check_proper,
-    classification_model,
-    regression_model,
-)
+from sparsebayes.models.pymc_models import check_proper, regression_model
 
-from ..likelihoods import likelihood_for
+from ..likelihoods import likelihood_of
 from ..numerics import check_positive_int, one_blas_thread, show_progress, warn_user
 from ..progress import quiet
 from ..results import gaussian_log_likelihood, make_datatree, relevance_counts
@@ -62,9 +58,20 @@ def mcmc_cost(N: int, M: int, n_params: int, draws: int, tune: int, chains: int,
     return steps * flops / FLOPS_PER_SECOND / max(1, min(chains, cores))
 
 
+def gaussian_noise(problem) -> bool:
+    """Whether the problem is RVM regression (Gaussian noise, T01 eq. 4: ``w`` integrated
+    out in closed form, eq. 15); every other RVM problem has a non-Gaussian likelihood on
+    ``f = Phi w`` (:func:`~..likelihoods.likelihood_of`) and integrates ``alpha`` out."""
+    return isinstance(problem, RVMRegression)
+
+
+def _noise_fixed(problem) -> bool:
+    return gaussian_noise(problem) and problem.noise_sd is not None
+
+
 def _check_prior(problem, prior, method: str) -> GammaPrior:
     prior = resolve_prior(problem, prior)
-    needs_beta = problem.kind == "regression" and problem.noise_sd is None
+    needs_beta = gaussian_noise(problem) and problem.noise_sd is None
     check_proper(prior, method, needs_beta=needs_beta)
     return prior
 
@@ -111,7 +118,7 @@ def _assemble(problem, model, *, alpha, beta, w, extra_stats, attrs, rng) -> xr.
     Phi = basis.design(problem.X)
     columns = np.arange(basis.n_columns)
     posterior = {"alpha": alpha}
-    if problem.kind == "regression":
+    if gaussian_noise(problem):
         if w is None:
             with one_blas_thread():
                 w, _ = conditional_weights(Phi, problem.t, alpha, beta, rng)
@@ -128,9 +135,11 @@ def _assemble(problem, model, *, alpha, beta, w, extra_stats, attrs, rng) -> xr.
         else:
             F = w @ Phi.T
             extra = {}
-            attrs["positive_class"] = str(problem.classes[1])
+            if getattr(problem, "classes", None) is not None:
+                attrs["positive_class"] = str(problem.classes[1])
         softmax_model = F.ndim == 4  # (chain, draw, n, K); binary: (chain, draw, n)
-        lik = likelihood_for(problem.t, problem.n_classes, softmax_model)
+        lik = likelihood_of(problem, softmax_model)
+        attrs["likelihood"] = lik.name
         loglik = lik.loglik(F if softmax_model else F[..., None])
     dt = make_datatree(problem, basis=basis, columns=columns, posterior=posterior,
                        log_likelihood=loglik, sample_stats=extra_stats, attrs=attrs, **extra)
@@ -152,13 +161,13 @@ def _gamma(Phi, posterior, problem) -> np.ndarray:
     ``sum gamma = 5.4`` against the evidence method's 6 relevance vectors."""
     alpha = np.median(posterior["alpha"], axis=(0, 1))
     M = alpha.shape[0]
-    if problem.kind == "regression":
+    if gaussian_noise(problem):
         curv = np.full((Phi.shape[0], 1), float(np.median(posterior["beta"])))
         cols = alpha[:, None]
     else:
         F = Phi @ np.mean(posterior["w"], axis=(0, 1))
         F = F[:, None] if F.ndim == 1 else F
-        lik = likelihood_for(problem.t, problem.n_classes, softmax_model=F.shape[1] > 1)
+        lik = likelihood_of(problem, softmax_model=F.shape[1] > 1)
         curv = np.einsum("nkk->nk", lik.hess(F))  # per class: y (1 - y) (T01 eq. 25)
         cols = alpha[:, None] if alpha.ndim == 1 else alpha
     gamma = np.zeros(M)
@@ -174,14 +183,6 @@ def _gamma(Phi, posterior, problem) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-_COLLAPSED_NOTE = {
-    "regression": "; w is drawn from its exact conditional Gaussian N(mu, Sigma) given each "
-                  "draw of alpha, beta (Rao-Blackwellised)",
-    "classification": "; alpha integrated out (w has its Student-t marginal prior, T01 eq. 32) "
-                      "and drawn from its exact conditional Gamma given each draw of w",
-}
-
-
 def _draws(problem, post: xr.Dataset, prior: GammaPrior, collapsed: bool,
            rng: np.random.Generator, shape: tuple[int, int] | None = None):
     """``(alpha, beta, w)`` with leading (chain, draw) from a sampled or VI posterior
@@ -193,7 +194,7 @@ def _draws(problem, post: xr.Dataset, prior: GammaPrior, collapsed: bool,
         arr = post[v].values
         return arr if shape is None else arr.reshape(*shape, *arr.shape[2:])
 
-    if problem.kind == "classification":
+    if not gaussian_noise(problem):
         w = get("w")
         return (conditional_alpha(w, prior, rng) if collapsed else get("alpha")), None, w
     alpha = get("alpha")
@@ -205,15 +206,14 @@ def _draws(problem, post: xr.Dataset, prior: GammaPrior, collapsed: bool,
 
 
 def _model_for(problem, prior, collapsed, likelihood, sampler=None):
-    if problem.kind == "regression":
+    if gaussian_noise(problem):
         model = regression_model(problem, collapsed=collapsed, prior=prior)
         if sampler in ("numpyro", "blackjax") and model.rvm_info["form"] == "woodbury":
             # the CollapsedWoodbury Op has NumPy and numba forms only: JAX gets the graph
             model = regression_model(problem, collapsed=collapsed, prior=prior,
                                      form="woodbury-graph")
         return model
-    return classification_model(problem, prior=prior, likelihood=likelihood,
-                                collapsed=collapsed)
+    return problem.pymc_model(prior=prior, likelihood=likelihood, collapsed=collapsed)
 
 
 def conditional_alpha(w: np.ndarray, prior: GammaPrior, rng: np.random.Generator
@@ -267,7 +267,7 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
     tune = check_tune(tune, sampler)
     progressbar = show_progress(progressbar)
     if target_accept is None:
-        target_accept = 0.9 if problem.kind == "regression" else 0.95
+        target_accept = 0.9 if gaussian_noise(problem) else 0.95
     if not (isinstance(target_accept, float | int) and 0 < target_accept < 1):
         raise ValueError(f"target_accept must lie in (0, 1), got {target_accept!r}")
     cores = min(chains, 2) if cores is None else check_positive_int("cores", cores)
@@ -276,10 +276,10 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
     prior = _check_prior(problem, prior, "NUTS")
     N = problem.X.shape[0]
     M = problem.basis.n_columns
-    K = problem.n_classes if problem.kind == "classification" else 1
-    n_out = K if (problem.kind == "classification" and (K > 2 or likelihood == "softmax")) else 1
+    K = getattr(problem, "n_classes", 1)  # class count: 1 for the other problems
+    n_out = K if K > 2 or likelihood == "softmax" else 1
     n_params = M * n_out * (1 if collapsed else 2) + 1
-    woodbury = collapsed and problem.kind == "regression"
+    woodbury = collapsed and gaussian_noise(problem)
     cost = mcmc_cost(N, M, n_params, draws, tune, chains, collapsed=woodbury, cores=cores)
     if cost > max_seconds:
         warn_user(
@@ -302,21 +302,19 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
     attrs = {
         "sampler": sampler,
         "collapsed": int(collapsed),
-        "prior": prior.to_json(),
+        "prior": prior.as_array(),
         "draws": draws, "tune": tune, "chains": chains,
         "target_accept": float(target_accept),
         "compile_time": t_compile,
         "sampling_time": t_sample,
-        "noise_fixed": int(problem.kind == "regression" and problem.noise_sd is not None),
-        "hyperparameters": "full posterior by NUTS" + (_COLLAPSED_NOTE[problem.kind]
-                                                       if collapsed else ""),
-        "default_predict_kind": "samples",
+        "noise_fixed": int(_noise_fixed(problem)),
+        "hyperparameters": "sampled",
     }
     dt = _assemble(problem, model, alpha=alpha, beta=beta, w=w, extra_stats=stats,
                    attrs=attrs, rng=rng)
     sampled = ("alpha", "beta", "w")
     if collapsed:
-        sampled = ("alpha", "beta") if problem.kind == "regression" else ("w",)
+        sampled = ("alpha", "beta") if gaussian_noise(problem) else ("w",)
     diag = diagnose(dt, sampled, warn=warn)
     dt.attrs.update(n_divergent=diag["n_divergent"], max_rhat=diag["max_rhat"],
                     min_ess_bulk=diag["min_ess_bulk"], min_ess_tail=diag["min_ess_tail"],
@@ -363,7 +361,7 @@ def _start_point(problem, model) -> dict:
     if "alpha" not in model.named_vars:
         return {}
     start = {"alpha": np.full(model["alpha"].shape.eval(), alpha_unit)}
-    if problem.kind == "regression" and problem.noise_sd is None:
+    if gaussian_noise(problem) and problem.noise_sd is None:
         start["beta"] = np.asarray(10.0 / var_t)
     return start
 
@@ -400,7 +398,7 @@ def _divergence_advice(name: str, prior, rate: float) -> str:
     """The error of an ELBO optimisation that ended in NaN twice: what to do first."""
     return (f"Pass a smaller learning_rate (e.g. learning_rate={rate / 10:g}) or use "
             f"method='evidence' or 'nuts': {name} diverged (NaN in the ELBO optimisation at "
-            f"learning_rate={10 * rate:g} and {rate:g}, hyperprior {prior.to_json()}).")
+            f"learning_rate={10 * rate:g} and {rate:g}, hyperprior {prior}).")
 
 
 def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate, draws,
@@ -466,13 +464,9 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
         "learning_rate": rate,
         "psis_khat": khat,
         "collapsed": int(collapsed),
-        "prior": prior.to_json(),
-        "noise_fixed": int(problem.kind == "regression" and problem.noise_sd is not None),
-        "hyperparameters": f"{name} (pm.fit) on the "
-                           + ("collapsed model" + _COLLAPSED_NOTE[problem.kind] if collapsed
-                              else "non-centred joint model")
-                           + "; draws are independent (chain has no meaning)",
-        "default_predict_kind": "samples",
+        "prior": prior.as_array(),
+        "noise_fixed": int(_noise_fixed(problem)),
+        "hyperparameters": "variational",  # independent draws: the chain has no meaning
     }
     return _assemble(problem, model, alpha=alpha, beta=beta, w=w,
                      extra_stats={"elbo": (("iteration",), -hist)}, attrs=attrs, rng=rng)

@@ -24,11 +24,12 @@ def pymc_trace(post: xr.DataTree, problem) -> xr.Dataset:
     kind = post.attrs.get("problem_kind")
     if kind != problem.kind:
         raise ValueError(f"post is a {kind} posterior, problem is {problem.kind}")
-    if post.attrs.get("basis_spec") != problem.basis.spec():
+    if not problem.basis.same_as(post.attrs):
         raise ValueError(
             "post was fitted on another basis than problem.basis (e.g. a learned kernel "
-            f"width): {post.attrs.get('basis_spec')} vs {problem.basis.spec()}; build the "
-            "problem with the fitted kernel, or use sparsebayes.inference.predict")
+            f"width): {post.attrs.get('kernel_width', post.attrs.get('kernel'))} vs "
+            f"{problem.basis.to_attrs().get('kernel_width', problem.basis.kernel.name)}; build "
+            "the problem with the fitted kernel, or use sparsebayes.inference.predict")
     ds = post["posterior"].to_dataset()
     labels = np.asarray(problem.basis.labels, dtype=str)
     have = np.asarray(ds["basis"].values, dtype=str)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 from scipy import linalg
@@ -374,6 +375,39 @@ class Noise:
     beta_max: float = math.inf
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """What a step of :class:`SequentialSparseBayes` changes: the model, its posterior
+    (TF03 eqs. 24-25), ``S``, ``Q`` and the candidates' state."""
+
+    active: list[int]
+    alpha: np.ndarray
+    Sigma: np.ndarray
+    mu: np.ndarray
+    S: np.ndarray
+    Q: np.ndarray
+    cross: np.ndarray
+    excluded: np.ndarray
+    aligned: dict[int, int]
+
+
+class FlatArgs(NamedTuple):
+    """The state and policy as :func:`compiled.flat_proposals` takes them (positionally)."""
+
+    S: np.ndarray
+    Q: np.ndarray
+    diag: np.ndarray
+    excluded: np.ndarray
+    active: np.ndarray
+    alpha: np.ndarray
+    Sigma: np.ndarray
+    mu: np.ndarray
+    alpha_min: float
+    lam: np.ndarray
+    blocked: np.ndarray
+    tabu: np.ndarray
+
+
 @dataclass
 class SequentialSparseBayes:
     """State of Tipping & Faul's algorithm on ``products`` (a :class:`DenseProducts`,
@@ -459,21 +493,21 @@ class SequentialSparseBayes:
         self.cross = self._buf[:, :Mt]
         self.recompute()
 
-    def snapshot(self) -> tuple:
+    def snapshot(self) -> Snapshot:
         """Everything a step changes, to :meth:`restore` a rejected run of steps."""
-        Mt = len(self.active)
-        return (list(self.active), self.alpha.copy(), self.Sigma.copy(), self.mu.copy(),
-                self.S.copy(), self.Q.copy(), self.cross.copy(order="F"), self.excluded.copy(),
-                dict(self.aligned), Mt)
+        return Snapshot(list(self.active), self.alpha.copy(), self.Sigma.copy(), self.mu.copy(),
+                        self.S.copy(), self.Q.copy(), self.cross.copy(order="F"),
+                        self.excluded.copy(), dict(self.aligned))
 
-    def restore(self, snap: tuple) -> None:
+    def restore(self, snap: Snapshot) -> None:
         """Back to a :meth:`snapshot` taken on the same products."""
-        active, self.alpha, self.Sigma, self.mu, self.S, self.Q, cross, self.excluded, \
-            self.aligned, Mt = snap
-        self.active = list(active)
+        self.active = list(snap.active)
+        self.alpha, self.Sigma, self.mu = snap.alpha, snap.Sigma, snap.mu
+        self.S, self.Q, self.excluded, self.aligned = snap.S, snap.Q, snap.excluded, snap.aligned
+        Mt = len(self.active)
         if self._buf.shape[1] < Mt:
             self._buf = np.empty((self._buf.shape[0], 2 * Mt), order="F")
-        self._buf[:, :Mt] = cross
+        self._buf[:, :Mt] = snap.cross
         self.cross = self._buf[:, :Mt]
 
     # ---- exact recomputation -------------------------------------------------------------
@@ -483,14 +517,12 @@ class SequentialSparseBayes:
         ``c_m`` the row of ``cross`` — a sum of squares, far more accurate than
         ``c_m^T Sigma c_m`` when H is ill-conditioned."""
         act = np.asarray(self.active, dtype=np.int64)
-        ok = False
         if act.size <= compiled.SMALL:
-            ok, mu, Sigma, S, Q = compiled.recompute(self.cross, act, self.alpha, self.diag,
-                                                     self.PhiBt)
-        if ok:
-            self.mu, self.Sigma, self.S, self.Q = mu, Sigma, S, Q
-            self.steps_since_recompute = 0
-            return
+            new = compiled.recompute(self.cross, act, self.alpha, self.diag, self.PhiBt)
+            if new.ok:
+                self.mu, self.Sigma, self.S, self.Q = new.mu, new.Sigma, new.S, new.Q
+                self.steps_since_recompute = 0
+                return
         H = self.cross[act, :]
         H = 0.5 * (H + H.T)
         H.flat[:: act.size + 1] += self.alpha
@@ -570,15 +602,16 @@ class SequentialSparseBayes:
         self.policy.forbid(new, gain, cur)
         return new, gain, cur
 
-    def _flat_args(self) -> tuple:
+    def _flat_args(self) -> FlatArgs:
         """The state and policy as :func:`compiled.flat_proposals` takes them."""
         M = self.S.size
         lam, tabu = self.policy.arrays(M)
         blocked = np.zeros(M, dtype=bool)
         if self.aligned or self.policy.frozen:
             blocked[[*self.aligned, *self.policy.frozen]] = True
-        return (self.S, self.Q, self.diag, self.excluded, np.asarray(self.active, dtype=np.int64),
-                self.alpha, self.Sigma, self.mu, float(self.policy.alpha_min), lam, blocked, tabu)
+        return FlatArgs(self.S, self.Q, self.diag, self.excluded,
+                        np.asarray(self.active, dtype=np.int64), self.alpha, self.Sigma, self.mu,
+                        float(self.policy.alpha_min), lam, blocked, tabu)
 
     def choose(self, tol: float) -> tuple[int, float, float] | None:
         """``decide(*proposals(), tol)``; with the flat prior in one compiled call."""

@@ -14,7 +14,7 @@ import numpy as np
 import xarray as xr
 from scipy.special import digamma, gammaln
 
-from sparsebayes.models import ConvergenceWarning, GammaPrior
+from sparsebayes.models import ConvergenceWarning, GammaPrior, RVMRegression
 from sparsebayes.models.priors import resolve_prior
 
 from ..numerics import (
@@ -29,6 +29,7 @@ from ..predictive.regression import gaussian_predictive
 from ..results import (
     basis_from_posterior,
     gaussian_draws_log_likelihood,
+    is_result_of,
     make_datatree,
     pointwise_budget_ok,
     relevance_counts,
@@ -223,7 +224,7 @@ def fit_vrvm(problem, *, seed: int | None = None, prior: GammaPrior | None = Non
     the factor parameters; ``sample_stats.elbo`` is the bound after every sweep.
     ``n_relevant`` counts the weights with ``gamma_i = 1 - <alpha_i> Sigma_ii > relevance``.
     """
-    if getattr(problem, "kind", None) != "regression":
+    if not isinstance(problem, RVMRegression):
         raise TypeError(f"vrvm is for RVMRegression, got {type(problem).__name__}")
     for name, v in (("max_iter", max_iter), ("draws", draws), ("chains", chains)):
         if not isinstance(v, int | np.integer) or v <= 0:
@@ -273,11 +274,9 @@ def fit_vrvm(problem, *, seed: int | None = None, prior: GammaPrior | None = Non
         "tol": float(tol),
         "elbo": float(st.bound[-1]),
         "bound_up_to_constant": int(not prior.is_proper),
-        "prior": prior.to_json(),
+        "prior": prior.as_array(),
         "noise_fixed": int(problem.noise_sd is not None),
-        "hyperparameters": "mean-field variational posterior (Bishop & Tipping 2000): w, "
-                           "alpha, beta are independent draws from q(w) q(alpha) q(beta)",
-        "default_predict_kind": "rvm",
+        "hyperparameters": "variational",  # independent draws from q(w) q(alpha) q(beta)
         "psis_khat": vrvm_regression_khat(stats, prior, st, seed=seed),
     }
     dt = make_datatree(
@@ -319,8 +318,7 @@ class VRVMRefits:
 
     def __init__(self, post: xr.DataTree, *, max_iter: int | None = None,
                  tol: float | None = None) -> None:
-        if not isinstance(post, xr.DataTree) or post.attrs.get("problem_kind") != "regression" \
-                or post.attrs.get("method") != "vrvm":
+        if not is_result_of(post, RVMRegression, "vrvm"):
             raise TypeError("post must be a vrvm RVMRegression result of "
                             "sparsebayes.inference.fit")
         max_iter = int(post.attrs.get("max_iter", 5000)) if max_iter is None else max_iter
@@ -330,7 +328,7 @@ class VRVMRefits:
         if not tol > 0:
             raise ValueError(f"tol must be > 0, got {tol!r}")
         self.max_iter, self.tol = int(max_iter), float(tol)
-        self.prior = GammaPrior.from_json(post.attrs["prior"])
+        self.prior = GammaPrior.from_array(post.attrs["prior"])
         self.noise_sd = (float(post["posterior"]["noise_sd"].values.reshape(-1)[0])
                          if int(post.attrs.get("noise_fixed", 0)) else None)
         g = post["gaussian_posterior"]

@@ -13,11 +13,9 @@ of its variational parameters.
   at ``psi_n`` (value and gradient) for every K, where Bouchard's sum of K logistic terms
   is not tight when several logits are comparable; it keeps one K-vector of variational
   parameters per point (Bouchard's K + 1); and its curvature does not change between
-  updates. Measured (5 random splits each of three Gaussian blobs, wine, iris): Böhning's
-  converged bound is the higher one (474.9 vs 458.6, 365.4 vs 362.1, 302.0 vs 299.4), its
-  test log loss much lower (0.289 vs 0.508, 0.165 vs 0.261, 0.135 vs 0.348; the Laplace
-  fit 0.268, 0.158, 0.169), error rates alike, 3-10x faster. Its cost: the curvature is the
-  worst case, so confidently classified points are penalised more than by the softmax.
+  updates (the comparison of the two bounds is in ``benchmarks/results``). Its cost: the
+  curvature is the worst case, so confidently classified points are penalised more than by
+  the softmax.
 
 For fixed variational parameters either bound is a Gaussian likelihood in ``w`` (targets
 ``z``, precisions ``b``), so the bound maximised over ``q(w)`` and over the rate of
@@ -32,7 +30,6 @@ and the bound is recorded after every update of the variational parameters.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +37,7 @@ import xarray as xr
 from scipy.linalg import cho_solve
 from scipy.special import log_expit, logsumexp, softmax
 
-from sparsebayes.models import GammaPrior, NumericalWarning
+from sparsebayes.models import GammaPrior, NumericalWarning, RVMClassification
 from sparsebayes.models.priors import resolve_prior
 
 from ..likelihoods import likelihood_for, pair_logits
@@ -54,7 +51,12 @@ from ..numerics import (
 )
 from ..predictive.classification import logit_moments, moderated_from_moments, pair_logit_moments
 from ..predictive.regression import design
-from ..results import basis_from_posterior, classification_datatree, relevance_counts
+from ..results import (
+    basis_from_posterior,
+    classification_datatree,
+    is_result_of,
+    relevance_counts,
+)
 from .diagnostics import vrvm_classification_khat
 from .laplace import ALPHA_MIN, check_classes, posterior_pairs, warn_fit
 from .sequential import DenseProducts, Policy, SequentialSparseBayes
@@ -519,7 +521,7 @@ def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPri
     ``sample_stats.elbo`` is the bound after every ``xi`` update, ``attrs["elbo"]`` its
     final value (up to the prior's normalisers when it is improper).
     """
-    if getattr(problem, "kind", None) != "classification":
+    if not isinstance(problem, RVMClassification):
         raise TypeError(f"vrvm here is for RVMClassification, got {type(problem).__name__}")
     for name, v in (("max_iter", max_iter), ("draws", draws), ("chains", chains)):
         if not isinstance(v, int | np.integer) or v <= 0:
@@ -562,12 +564,9 @@ def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPri
         "alpha_shared": 0,
         "n_at_alpha_floor": int(st.at_floor),
         "bound_up_to_constant": int(not (prior.a > 0 and prior.b > 0)),
-        "prior": prior.to_json(),
+        "prior": prior.as_array(),
         "likelihood_bound": softmax_bound if softmax_model else "jaakkola-jordan",
-        "hyperparameters": "mean-field variational posterior (Bishop & Tipping 2000): w and "
-                           "alpha are independent draws from q(w) q(alpha); pruned weights "
-                           "have <alpha> = inf",
-        "default_predict_kind": "moderated",
+        "hyperparameters": "variational",  # independent draws from q(w) q(alpha)
         "psis_khat": vrvm_classification_khat(
             Phi, likelihood_for(problem.t, K, softmax_model), prior, st, seed=seed),
     }
@@ -642,7 +641,7 @@ class VRVMClassificationRefits:
 
     def __init__(self, post: xr.DataTree, *, max_iter: int = 10000, tol: float | None = None,
                  alpha_min: float = ALPHA_MIN) -> None:
-        if not isinstance(post, xr.DataTree) or post.attrs.get("problem_kind") != "classification":
+        if not is_result_of(post, RVMClassification):
             raise TypeError("post must be an RVMClassification result of fit")
         if post.attrs.get("method") != "vrvm":
             raise ValueError(f"VRVMClassificationRefits refits 'vrvm' results, got "
@@ -653,12 +652,12 @@ class VRVMClassificationRefits:
             raise ValueError(f"tol must be > 0 or None, got {tol!r}")
         if not (np.isscalar(alpha_min) and 0 <= alpha_min < 1):
             raise ValueError(f"alpha_min must be a number in [0, 1), got {alpha_min!r}")
-        self.prior = GammaPrior.from_json(post.attrs["prior"])
+        self.prior = GammaPrior.from_array(post.attrs["prior"])
         self.flat = self.prior.a == 0 and self.prior.b == 0
         self.max_iter, self.alpha_min = int(max_iter), float(alpha_min)
         self.tol = tol or (1e-3 if self.flat else 1e-7)
         self.t = post["observed_data"]["t"].values.astype(int)
-        self.K = len(json.loads(post.attrs["classes"]))
+        self.K = len(post.attrs["classes"])
         bound = post.attrs.get("likelihood_bound", "jaakkola-jordan")
         self.softmax_bound = "bohning" if bound == "jaakkola-jordan" else bound
         basis, _ = basis_from_posterior(post)

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from sparsebayes.models.datasets import CLASSIFICATION, REGRESSION, Split
+from sparsebayes.inference.families import family_of
+from sparsebayes.models.datasets import CLASSIFICATION, Split
 
 from . import storage
 from .data import DataSpec, load_split
@@ -57,7 +58,7 @@ def score(pred, y, task: str) -> dict[str, float]:
     array of predicted means / labels (then only the point losses)."""
     from sparsebayes.inference import metrics
 
-    if task == REGRESSION:
+    if task != CLASSIFICATION:  # real targets or counts: the predictive's mean and density
         out = {"mse": metrics.squared_error(pred, y), "rmse": metrics.rmse(pred, y),
                "mae": metrics.mae(pred, y)}
         if hasattr(pred, "logpdf"):
@@ -72,12 +73,12 @@ def score(pred, y, task: str) -> dict[str, float]:
 
 
 def _plot_grid(split: Split, task: str) -> np.ndarray | None:
-    """Inputs for the report's figures: a line for 1-D regression, a 2-D mesh for 2-D
-    classification; ``None`` otherwise."""
+    """Inputs for the report's figures: a line for 1-D regression or counts, a 2-D mesh for
+    2-D classification; ``None`` otherwise."""
     X = np.vstack([split.X_train, split.X_test])
     lo, hi = X.min(0), X.max(0)
     pad = 0.05 * (hi - lo)
-    if task == REGRESSION and X.shape[1] == 1:
+    if task != CLASSIFICATION and X.shape[1] == 1:
         return np.linspace(lo[0] - pad[0], hi[0] + pad[0], 300)[:, None]
     if task == CLASSIFICATION and X.shape[1] == 2:
         g0 = np.linspace(lo[0] - pad[0], hi[0] + pad[0], 60)  # a sampled posterior's
@@ -175,16 +176,11 @@ def leave_one_out(post, n_train: int, pkind: str | None = None,
 
 def _rvm_problem(kind: str, X, y, width, opts: dict[str, Any]):
     """The problem of an rvm/rvm*/gp cell; reads (and leaves) the runner options."""
-    from sparsebayes.models import GaussianKernel, RVMClassification, RVMRegression, as_kernel
+    from sparsebayes.models import GaussianKernel, as_kernel
 
-    if kind == "gp":
-        from sparsebayes.models import GPRegression
-
-        return GPRegression(X, y)
-    if kind == "gp_classification":
-        from sparsebayes.models import GPClassification
-
-        return GPClassification(X, y)
+    family = family_of(kind)
+    if not family.weights:  # a GP: its hyperparameters are fitted, not set by the runner
+        return family.problem_type(X, y)
     if "kernel" in opts:
         kernel = as_kernel(opts["kernel"])
     else:
@@ -193,9 +189,7 @@ def _rvm_problem(kind: str, X, y, width, opts: dict[str, Any]):
               "learn_width": bool(opts.get("learn_width", False))}
     if opts.get("centres") is not None:  # a k-means dictionary of at most this many centres
         common["centres"] = min(int(opts["centres"]), X.shape[0])
-    if kind == "regression":
-        return RVMRegression(X, y, **common)
-    return RVMClassification(X, y, **common)
+    return family.problem_type(X, y, **common)
 
 
 def _cv_width(cell: Cell, kind: str, pkind, split: Split, widths, opts, fit_opts) -> float:
@@ -210,7 +204,7 @@ def _cv_width(cell: Cell, kind: str, pkind, split: Split, widths, opts, fit_opts
                          f"with evidence, evidence-mackay or vrvm, not {cell.method.method!r} "
                          "(or give a width, or learn_width=true)")
     k = int(opts.get("cv", 5))
-    folds = (KFold if kind == "regression" else StratifiedKFold)(k, shuffle=True,
+    folds = (StratifiedKFold if family_of(kind).labels else KFold)(k, shuffle=True,
                                                                  random_state=cell.fit_seed)
     X, y = split.X_train, split.y_train
     losses = []
@@ -282,7 +276,7 @@ def warm_up(cell: Cell, kind: str, pkind: str | None, split: Split, width: float
         return 0.0
     _WARM.add(key)
     y = split.y_train
-    rows = np.arange(min(30, y.size)) if kind in ("regression", "gp") else np.concatenate(
+    rows = np.arange(min(30, y.size)) if not family_of(kind).labels else np.concatenate(
         [np.flatnonzero(y == c)[:15] for c in np.unique(y)])
     valid = fit_options(kind, cell.method.method)
     small = {**opts, **{k: (min(v, opts.get(k, v)) if k == "max_iter" else v)
@@ -331,7 +325,7 @@ def _run_baseline(cell: Cell, split: Split, widths, grid) -> tuple[dict, dict, n
     arrays: dict[str, np.ndarray] = {}
     if grid is not None:
         gpred, _ = baseline_predictions(est, grid, task)
-        if task == REGRESSION:
+        if task != CLASSIFICATION:
             mean = gpred if isinstance(gpred, np.ndarray) else gpred.mean
             arrays["grid_mean"] = np.asarray(mean, float)
             if hasattr(gpred, "interval"):
@@ -377,8 +371,7 @@ def _run(cell: Cell) -> dict[str, Any]:
         width = float(widths[0])
         warm_s = warm_up(cell, kind, pkind, split, width, runner, opts)
         start = time.perf_counter()
-        is_gp = kind in ("gp", "gp_classification")
-        if widths.size > 1 and not is_gp:
+        if widths.size > 1 and family_of(kind).weights:
             width = _cv_width(cell, kind, pkind, split, widths, runner, opts)
         problem = _rvm_problem(kind, split.X_train, split.y_train, width, runner)
         # the candidate kernel centres: every training point, or a k-means dictionary
@@ -393,7 +386,7 @@ def _run(cell: Cell) -> dict[str, Any]:
         if "width" in post.attrs:  # the width used (learned by the evidence, if asked)
             w = np.atleast_1d(np.asarray(post.attrs["width"], float))
             out["width"] = float(w[0]) if w.size == 1 else float(np.exp(np.mean(np.log(w))))
-        elif not is_gp:
+        elif family_of(kind).weights:
             out["width"] = float(width)
         start = time.perf_counter()
         pred = predict(post, split.X_test, kind=pkind)
@@ -412,10 +405,11 @@ def _run(cell: Cell) -> dict[str, Any]:
         out.update(score(pred, split.y_test, task))
         out.update(leave_one_out(post, split.y_train.size, pkind,  # timed apart from the fit
                                  runner.get("loo")))
-        relevant = relevant_points(post) if not is_gp else np.empty((0, split.X_train.shape[1]))
+        relevant = (relevant_points(post) if family_of(kind).weights
+                    else np.empty((0, split.X_train.shape[1])))
         if grid is not None:
             gp_ = predict(post, grid, kind=pkind)
-            if task == REGRESSION:
+            if task != CLASSIFICATION:
                 lo, hi = gp_.interval(0.95)
                 arrays.update(grid_mean=gp_.mean, grid_lo=lo, grid_hi=hi)
             else:

@@ -19,8 +19,10 @@ import pandas as pd
 from sparsebayes.inference.numerics import unknown_names
 from sparsebayes.models.datasets import (
     CLASSIFICATION,
+    COUNTS,
     DATASETS,
     REGRESSION,
+    TASKS,
     DataInfo,
     Split,
     missing_message,
@@ -255,9 +257,9 @@ def user_data(data, *, name: str = "data", target: str | None = None,
             raise ValueError(f"data {name!r}: a DataFrame needs its target column: give "
                              f"(DataFrame, 'COLUMN') or user_data(frame, target='COLUMN')")
         data = (data, target)
-    if task is not None and task not in (REGRESSION, CLASSIFICATION):
-        raise ValueError(f"data set {name!r}: task must be {REGRESSION!r} or "
-                         f"{CLASSIFICATION!r}, got {task!r}")
+    if task is not None and task not in TASKS:
+        raise ValueError(f"data set {name!r}: task must be one of {list(TASKS)}, got "
+                         f"{task!r}")
     frame, y = _frame_and_target(data, name)
     bad = set(split_options) - set(_SPLIT_OPTIONS) - {"width"}
     if bad:  # the read options are valid in a file spec only, but name them all
@@ -295,6 +297,9 @@ def user_data(data, *, name: str = "data", target: str | None = None,
                              f"{str(y.name)!r} is {y.dtype}")
         yv = y.to_numpy(dtype=float)
         classes = np.array([])
+        if task == COUNTS and not (np.all(yv >= 0) and np.all(yv == np.round(yv))):
+            raise ValueError(f"data {name!r}: counts need a target of non-negative "
+                             f"integers, {str(y.name)!r} is not")
     digest = hashlib.sha256(X.tobytes() + np.asarray(yv).tobytes() + task.encode() +
                             "\x1f".join(map(str, frame.columns)).encode()).hexdigest()[:16]
     what = f"{len(X)} x {X.shape[1]}, target {str(y.name)!r}"

@@ -20,11 +20,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from sparsebayes.models.datasets import CLASSIFICATION, REGRESSION, DataInfo
+from sparsebayes.inference.families import FAMILIES as MODEL_FAMILIES
+from sparsebayes.models.datasets import CLASSIFICATION, COUNTS, REGRESSION, DataInfo
 
 from .cells import Cell
 from .data import DataSpec
-from .specs import MethodSpec, parse_spec, spec_from_label
+from .specs import FAMILIES, MethodSpec, parse_spec, spec_from_label
 from .storage import MANIFEST, TABLE, load_table
 
 __all__ = ["write_report", "write_html", "paired_tests", "summary_table", "loo_table",
@@ -37,12 +38,14 @@ LOSSES = {
     CLASSIFICATION: [("error_rate", "error rate (%)", 100.0), ("log_loss", "log loss", 1.0),
                      ("brier", "Brier score", 1.0)],
 }
+LOSSES[COUNTS] = LOSSES[REGRESSION]  # counts: numeric targets, scored like regression
 _SUMMARY = {
     REGRESSION: [("rmse", "RMSE", 1.0), ("mae", "MAE", 1.0), ("nlpd", "NLPD", 1.0),
                  ("coverage95", "95% coverage", 1.0)],
     CLASSIFICATION: [("error_rate", "error %", 100.0), ("log_loss", "log loss", 1.0),
                      ("brier", "Brier", 1.0)],
 }
+_SUMMARY[COUNTS] = _SUMMARY[REGRESSION]
 _COMMON = [("n_relevant", "relevance vectors", 1.0), ("fit_seconds", "fit s", 1.0),
            ("compile_seconds", "compile s (total)", 1.0), ("divergences", "divergences", 1.0),
            ("max_rhat", "max R-hat", 1.0)]
@@ -188,7 +191,7 @@ def best_methods(table: pd.DataFrame, dataset: str, loss: str) -> dict | None:
 
 
 # per task: the loss whose negative is the held-out mean log density beside the LOO elpd
-HELD_OUT = {REGRESSION: "nlpd", CLASSIFICATION: "log_loss"}
+HELD_OUT = {REGRESSION: "nlpd", CLASSIFICATION: "log_loss", COUNTS: "nlpd"}
 LOO_TERMS = (
     "LOO elpd per point: the leave-one-out expected log predictive density of a method on "
     "its training split, (1/N) sum_n log p(t_n | t_-n) over the N training points (Vehtari, "
@@ -374,7 +377,7 @@ def conclusions(table: pd.DataFrame, dataset: str, task: str) -> list[str]:
             text += "; fewer than 2 common splits: " + ", ".join(f"`{m}`" for m in few)
         out.append(text + ".")
     nuts = [m for m in dict.fromkeys(sub["method"]) if "nuts" in m]
-    if task == REGRESSION and "pred_sd" in sub and nuts and sub["pred_sd"].notna().any():
+    if task != CLASSIFICATION and "pred_sd" in sub and nuts and sub["pred_sd"].notna().any():
         ref = nuts[0]
         sd = _wide(sub, "pred_sd").mean()
         cov = _wide(sub, "coverage90").mean() if "coverage90" in sub else pd.Series()
@@ -407,7 +410,7 @@ def conclusions(table: pd.DataFrame, dataset: str, task: str) -> list[str]:
     agreement = loo_agreement(table, dataset, task)
     if agreement is not None:
         out.append(agreement)
-    loss = "rmse" if task == REGRESSION else "error_rate"
+    loss = "rmse" if task != CLASSIFICATION else "error_rate"
     scale = 100.0 if task == CLASSIFICATION else 1.0
     if "n_relevant" in sub and sub["n_relevant"].notna().any() and loss in sub:
         vec = sub.groupby("method", sort=False)["n_relevant"].mean().dropna()
@@ -416,7 +419,7 @@ def conclusions(table: pd.DataFrame, dataset: str, task: str) -> list[str]:
         if len(both) >= 2:
             sparse = min(both, key=lambda m: vec[m])
             best = min(err.index, key=lambda m: err[m])
-            what = "RMSE" if task == REGRESSION else "test error %"
+            what = "RMSE" if task != CLASSIFICATION else "test error %"
             out.append(
                 f"**Sparsity**: `{sparse}` keeps the fewest vectors ({vec[sparse]:.1f}) at "
                 f"{what} {_fmt(err[sparse] * scale)}; the lowest {what} is `{best}`'s "
@@ -467,6 +470,12 @@ def _relevant_x(a: dict[str, np.ndarray]) -> np.ndarray:
     return a["X_train"][a["relevant"].astype(int)]
 
 
+def _has_vectors(m: MethodSpec, task: str) -> bool:
+    """Whether the method's model keeps relevance vectors (an RVM; a GP keeps every point)."""
+    kind = FAMILIES[m.family][task][0]
+    return kind not in MODEL_FAMILIES or MODEL_FAMILIES[kind].weights
+
+
 def _plot_predictive(out: Path, data: DataSpec, methods, table, fig_path: Path,
                      colors: dict) -> bool:
     panels = [(m, a) for m in methods if (a := _arrays(out, Cell(data, 0, m, _seed(out))))
@@ -490,8 +499,8 @@ def _plot_predictive(out: Path, data: DataSpec, methods, table, fig_path: Path,
         row = table[(table["dataset"] == data.label) & (table["method"] == m.label)
                     & (table["split"] == 0)]
         rmse = float(row["rmse"].iloc[0]) if len(row) else np.nan
-        vectors = "every training point (GP)" if m.family == "gp" else \
-            f"{rx.size} vectors marked"
+        vectors = f"{rx.size} vectors marked" if _has_vectors(m, REGRESSION) else \
+            "every training point (GP)"
         ax.set_title(f"{_short(m, methods)}\n{vectors}, test RMSE {_fmt(rmse)}", fontsize=9)
         ax.set_xlabel("x")
     axes[0].legend(fontsize=7, loc="best")
@@ -529,8 +538,8 @@ def _plot_boundary(out: Path, data: DataSpec, methods, table, fig_path: Path,
         row = table[(table["dataset"] == data.label) & (table["method"] == m.label)
                     & (table["split"] == 0)]
         err = float(row["error_rate"].iloc[0]) * 100 if len(row) else np.nan
-        vectors = "every training point (GP)" if m.family == "gp" else \
-            f"{len(rx)} vectors circled"
+        vectors = f"{len(rx)} vectors circled" if _has_vectors(m, CLASSIFICATION) else \
+            "every training point (GP)"
         ax.set_title(f"{_short(m, methods)}\n{vectors}, test error "
                      f"{_fmt(err, 1)}%", fontsize=9)
         ax.set_xlabel("$x_1$")
@@ -591,7 +600,7 @@ def _plot_sparsity(table: pd.DataFrame, fig_path: Path, colors: dict) -> bool:
     for ax, d in zip(axes, datasets):
         sub = ok[ok["dataset"] == d]
         task = sub["task"].iloc[0]
-        col, name, scale = ("rmse", "test RMSE", 1.0) if task == REGRESSION else \
+        col, name, scale = ("rmse", "test RMSE", 1.0) if task != CLASSIFICATION else \
             ("error_rate", "test error %", 100.0)
         for m, grp in sub.groupby("method", sort=False):
             i = style[m]
@@ -633,7 +642,7 @@ def _plot_posteriors(out: Path, data: DataSpec, methods, fig_path: Path,
         return None
     left = [name for g in groups.values() if g is not posts for name in g]
     extra = {}
-    if arrays is not None and data.info.task == REGRESSION and arrays["grid"].shape[1] == 1:
+    if arrays is not None and data.info.task != CLASSIFICATION and arrays["grid"].shape[1] == 1:
         extra = {"X": arrays["grid"], "X_train": arrays["X_train"],
                  "t_train": arrays["y_train"]}
     try:
@@ -802,12 +811,12 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
                       "a method against itself; `equal`: the same loss on every common "
                       "split (no test); `n<2`: fewer than two common splits.", "",
                       _markdown(pt.reset_index().rename(columns={"index": ""})), ""]
-        name = f"{stem}_predictive.png" if d.info.task == REGRESSION else \
+        name = f"{stem}_predictive.png" if d.info.task != CLASSIFICATION else \
             f"{stem}_boundary.png"
-        plot = _plot_predictive if d.info.task == REGRESSION else _plot_boundary
+        plot = _plot_predictive if d.info.task != CLASSIFICATION else _plot_boundary
         if plot(out, d, methods, table, figdir / name, colors):
             what = "Predictive mean and 95% band, relevance (or support) vectors marked" \
-                if d.info.task == REGRESSION else \
+                if d.info.task != CLASSIFICATION else \
                 "Decision boundary, relevance (or support) vectors circled"
             lines += [f"![{what}](figures/{name})", ""]
         post_name = f"{stem}_posteriors.png"

@@ -16,8 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparsebayes.inference.families import REGISTERED
 from sparsebayes.inference.numerics import unknown_names
-from sparsebayes.models.datasets import CLASSIFICATION, REGRESSION
+from sparsebayes.inference.rvm.families import RVM_REGRESSION
+from sparsebayes.models.datasets import CLASSIFICATION, REGRESSION, TASKS
 
 __all__ = [
     "FAMILIES",
@@ -77,15 +79,17 @@ def seed_of(*parts: Any) -> int:
 # --------------------------------------------------------------------------------------
 # methods
 # --------------------------------------------------------------------------------------
-# THE method registry. family -> task -> (problem kind for FIT_METHODS, predictive kind or
-# None = the default). "svm" and "sklearn" are the scikit-learn baselines (.baselines).
-FAMILIES: dict[str, dict[str, tuple[str, str | None]]] = {
-    "rvm": {REGRESSION: ("regression", None), CLASSIFICATION: ("classification", None)},
-    "rvm*": {REGRESSION: ("regression", "rvm*")},
-    "gp": {REGRESSION: ("gp", None), CLASSIFICATION: ("gp_classification", None)},
-    "svm": {REGRESSION: ("svm", None), CLASSIFICATION: ("svm", None)},
-    "sklearn": {REGRESSION: ("sklearn", None), CLASSIFICATION: ("sklearn", None)},
-}
+# THE method registry: family -> task -> (problem kind, predictive kind or None = the
+# default), a view of the registered model families (sparsebayes.inference.families) plus
+# "rvm*" (the RVM regression scored by RQ05's predictive) and the scikit-learn baselines
+# "svm" and "sklearn" (.baselines).
+FAMILIES: dict[str, dict[str, tuple[str, str | None]]] = {}
+for _family in REGISTERED:
+    FAMILIES.setdefault(_family.study_name, {})[_family.task] = (_family.kind, None)
+    if _family is RVM_REGRESSION:
+        FAMILIES["rvm*"] = {REGRESSION: (_family.kind, "rvm*")}
+FAMILIES["svm"] = {REGRESSION: ("svm", None), CLASSIFICATION: ("svm", None)}
+FAMILIES["sklearn"] = {task: ("sklearn", None) for task in TASKS}
 BASELINES = ("svm", "sklearn")  # families fitted by scikit-learn, not by api.fit
 # options the runner uses itself for svm; everything else is refused
 _SVM_OPTIONS = {"width", "splits", "cv", "C"}

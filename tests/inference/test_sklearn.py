@@ -331,7 +331,7 @@ def test_named_kernels_are_the_documented_functions():
     }
     for name, (params, K) in cases.items():
         reg = RVR(kernel=name, **params).fit(X, y)
-        spec = reg.posterior_.attrs["basis_spec"]
+        spec = reg.posterior_.attrs["kernel"]
         basis, _ = basis_from_posterior(reg.posterior_)
         np.testing.assert_allclose(basis.design(X)[:, 1:], K, rtol=1e-10, err_msg=spec)
     x = np.linspace(-1, 1, 7)[:, None]

@@ -9,11 +9,11 @@ from scipy import optimize, stats
 from sparsebayes.inference import fit, predict
 from sparsebayes.inference.rvm.evidence import (
     SequentialSparseBayes,
-    _width_objective,
     basis_objective,
     log_evidence,
     optimal_alpha,
 )
+from sparsebayes.inference.testing import width_objective
 from sparsebayes.models import (
     ConvergenceWarning,
     GammaPrior,
@@ -284,9 +284,9 @@ def test_width_gradient_matches_finite_differences():
     cols = np.array([0, 3, 8, 17, 25, 40, 41])
     alpha = np.linspace(0.5, 3.0, cols.size)
     x0 = np.log([2.0, 5.0])
-    _, grad = _width_objective(x0, basis, X, t, cols, alpha, 50.0)
+    _, grad = width_objective(x0, basis, X, t, cols, alpha, 50.0)
     num = optimize.approx_fprime(
-        x0, lambda v: _width_objective(v, basis, X, t, cols, alpha, 50.0)[0],
+        x0, lambda v: width_objective(v, basis, X, t, cols, alpha, 50.0)[0],
         1e-6)
     np.testing.assert_allclose(grad, num, rtol=1e-4, atol=1e-6)
 

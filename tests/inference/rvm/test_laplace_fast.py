@@ -6,10 +6,11 @@ whitened N(K-1) x KM design they replace."""
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
 from sparsebayes.inference.likelihoods import Bernoulli, Likelihood, likelihood_for
-from sparsebayes.inference.rvm.laplace import _mode, _surrogate
 from sparsebayes.inference.rvm.sequential import DenseProducts, Policy, SequentialSparseBayes
+from sparsebayes.inference.testing import laplace_mode, laplace_surrogate
 from sparsebayes.models import GaussianKernel, RVMClassification, datasets
 
 
@@ -54,7 +55,7 @@ def test_block_products_equal_the_whitened_softmax_design():
     Phi, lik = _problem(3)
     N, M = Phi.shape
     F = np.random.default_rng(0).normal(size=(N, 3))
-    block = _surrogate(Phi, lik, F)
+    block = laplace_surrogate(Phi, lik, F)
     Phi_s, z = _whitened(Phi, lik, F)
     dense = DenseProducts(Phi_s, z, np.ones(Phi_s.shape[0]))
     np.testing.assert_allclose(block.diag(), dense.diag(), rtol=1e-10, atol=1e-12)
@@ -80,14 +81,14 @@ def test_move_to_equals_a_state_built_on_the_new_surrogate(K):
     n_out = lik.n_out
     cand_col = np.tile(np.arange(M), n_out)
     cand_cls = np.repeat(np.arange(n_out), M)
-    state = _state(_surrogate(Phi, lik, np.zeros((N, n_out))))
+    state = _state(laplace_surrogate(Phi, lik, np.zeros((N, n_out))))
     for _ in range(6):  # a few adds / re-estimates on the first surrogate
         state.step(1e-6)
     act = np.asarray(state.active)
-    lap = _mode(Phi[:, cand_col[act]], cand_cls[act], lik, state.alpha, state.mu)
-    fresh = _state(_surrogate(Phi, lik, lap.F), active=list(state.active),
+    lap = laplace_mode(Phi[:, cand_col[act]], cand_cls[act], lik, state.alpha, state.mu)
+    fresh = _state(laplace_surrogate(Phi, lik, lap.F), active=list(state.active),
                    alpha=state.alpha.copy())
-    state.move_to(_surrogate(Phi, lik, lap.F))
+    state.move_to(laplace_surrogate(Phi, lik, lap.F))
     assert state.active == fresh.active
     for name in ("diag", "PhiBt", "cross", "Sigma", "mu", "S", "Q"):
         np.testing.assert_allclose(getattr(state, name), getattr(fresh, name), rtol=1e-10,
@@ -106,14 +107,14 @@ def test_restore_returns_to_the_snapshot_and_frozen_candidates_take_no_action(K)
     again. A frozen candidate neither moves nor holds up convergence."""
     Phi, lik = _problem(K)
     N = Phi.shape[0]
-    products = _surrogate(Phi, lik, np.zeros((N, lik.n_out)))
+    products = laplace_surrogate(Phi, lik, np.zeros((N, lik.n_out)))
     state = _state(products)
     for _ in range(3):
         state.step(1e-6)
     snap = state.snapshot()
     first = [state.step(1e-6)[:2] for _ in range(25)]
     state.restore(snap)
-    ref = _state(products, active=list(snap[0]), alpha=snap[1].copy())
+    ref = _state(products, active=list(snap.active), alpha=snap.alpha.copy())
     assert state.active == ref.active
     for name in ("cross", "Sigma", "mu", "S", "Q", "excluded"):
         np.testing.assert_allclose(getattr(state, name), getattr(ref, name), rtol=1e-9,
@@ -136,7 +137,7 @@ def test_policy_floor_damping_and_tabu_take_effect(K):
 
     Phi, lik = _problem(K)
     N = Phi.shape[0]
-    products = _surrogate(Phi, lik, np.zeros((N, lik.n_out)))
+    products = laplace_surrogate(Phi, lik, np.zeros((N, lik.n_out)))
     plain = _state(products, Policy())
     for _ in range(4):
         plain.step(1e-6)
@@ -185,8 +186,8 @@ def test_bernoulli_mode_equals_the_general_newton_iteration(case):
     cls = np.zeros(cols.size, int)
     theta0 = None if case != "warm" else rng.normal(size=cols.size)
     max_iter = 2 if case == "max_iter" else 100
-    fast = _mode(Phi[:, cols], cls, Bernoulli(y), alpha, theta0, max_iter=max_iter)
-    ref = _mode(Phi[:, cols], cls, GeneralBernoulli(y), alpha, theta0, max_iter=max_iter)
+    fast = laplace_mode(Phi[:, cols], cls, Bernoulli(y), alpha, theta0, max_iter=max_iter)
+    ref = laplace_mode(Phi[:, cols], cls, GeneralBernoulli(y), alpha, theta0, max_iter=max_iter)
     assert (fast.n_iter, fast.converged) == (ref.n_iter, ref.converged)
     assert case != "max_iter" or not fast.converged
     for name in ("theta", "F", "L", "gradient"):
@@ -241,9 +242,8 @@ def test_softmax_newton_terms_by_class_equal_the_general_form():
 
 
 def _usps(n, seed=0):
-    from pathlib import Path
 
-    data = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    data = ROOT.parent / "shared" / "data"
     if not (data / "usps.npz").is_file():
         pytest.skip("usps.npz is not in the shared data folder")
     Xtr, ytr, Xte, yte = datasets.load_usps(data_dir=data)

@@ -6,11 +6,11 @@ data; the README's LOO block as written."""
 
 import re
 import warnings
-from pathlib import Path
 
 import arviz as az
 import numpy as np
 import pytest
+from conftest import ROOT
 from scipy import stats
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, WhiteKernel
@@ -261,7 +261,7 @@ def test_refusals_name_the_argument():
 
 
 def test_readme_loo_block_runs_and_refits_the_evidence_fit():
-    text = (Path(__file__).parents[1] / "docs" / "guide" / "loo.md").read_text()
+    text = (ROOT / "docs" / "guide" / "loo.md").read_text()
     block = re.search(r"<!-- loo-example -->\s*```python\n(.*?)```", text, re.S).group(1)
     scope: dict = {}
     with warnings.catch_warnings():

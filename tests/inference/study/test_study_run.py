@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from conftest import ROOT
 from conftest import STUDY_DATA as DATA
 
 from sparsebayes.inference import study as st
@@ -61,9 +62,8 @@ def _readme_commands(marker: str) -> list[list[str]]:
     (continuation lines joined), as argument lists without the program name."""
     import re
     import shlex
-    from pathlib import Path
 
-    text = (Path(__file__).parents[1] / "docs" / "guide" / "studies.md").read_text()
+    text = (ROOT / "docs" / "guide" / "studies.md").read_text()
     block = text[text.index(marker):]
     block = block[block.index("```bash"):].split("```")[1]
     lines = re.sub(r"\\\n\s*", " ", block).splitlines()

@@ -11,8 +11,8 @@ from scipy.special import log_expit
 
 from sparsebayes.inference.likelihoods import Bernoulli
 from sparsebayes.inference.rvm import compiled
-from sparsebayes.inference.rvm.laplace import _mode
 from sparsebayes.inference.rvm.sequential import Policy, SequentialSparseBayes
+from sparsebayes.inference.testing import laplace_mode
 from sparsebayes.models import GaussianKernel, RVMClassification, datasets
 
 
@@ -27,7 +27,7 @@ def test_bernoulli_mode_matches_scipy_and_slogdet():
     cols = np.array([0, 5, 17, 40, 63])
     P = Phi[:, cols]
     alpha = np.array([0.3, 2.0, 0.05, 1.0, 10.0])
-    lap = _mode(P, np.zeros(cols.size, int), Bernoulli(y), alpha)
+    lap = laplace_mode(P, np.zeros(cols.size, int), Bernoulli(y), alpha)
     sign = 2 * y - 1
 
     def neg_psi(w):

@@ -4,10 +4,10 @@ independent reference (SciPy optimisation and quadrature, finite differences, pu
 tables)."""
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT
 from scipy import integrate, optimize
 from scipy.special import expit, log_expit, logsumexp
 
@@ -15,11 +15,10 @@ from sparsebayes.inference import fit, predict
 from sparsebayes.inference.likelihoods import likelihood_for
 from sparsebayes.inference.predictive.classification import moderated_bernoulli
 from sparsebayes.inference.rvm.laplace import (
-    _mode,
-    _squarem_step,
     laplace_posterior,
     laplace_width_gradient,
 )
+from sparsebayes.inference.testing import laplace_mode, squarem_step
 from sparsebayes.models import (
     GammaPrior,
     GaussianKernel,
@@ -28,7 +27,7 @@ from sparsebayes.models import (
     datasets,
 )
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = ROOT.parent / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"no data folder at {DATA}")
 ALPHA_FLOOR = r"\d+ weight precision\(s\) hit the floor"
 
@@ -343,7 +342,7 @@ def _laplace_evidence_at_width(X, t, width, cols, alpha, K=1, cls=None):
     Phi = prob.design_matrix()[:, cols]
     cls = np.zeros(cols.size, int) if cls is None else cls
     lik = likelihood_for(t, max(K, 2), K > 1)
-    return _mode(Phi, cls, lik, alpha, gtol=1e-13), Phi, prob, lik
+    return laplace_mode(Phi, cls, lik, alpha, gtol=1e-13), Phi, prob, lik
 
 
 @pytest.mark.parametrize("K", [1, 3])
@@ -421,11 +420,11 @@ def test_squarem_step_finds_the_limit_of_a_geometric_sequence(dim):
     not shrink give None; the jump beyond x_2 is capped."""
     x_star, c, rho = np.full(dim, 0.4), np.linspace(1.0, -0.5, dim), 0.85
     xs = [x_star + c * rho**k for k in range(3)]
-    np.testing.assert_allclose(_squarem_step(*xs, max_jump=10.0), x_star, atol=1e-12)
-    capped = _squarem_step(*xs, max_jump=0.1)
+    np.testing.assert_allclose(squarem_step(*xs, max_jump=10.0), x_star, atol=1e-12)
+    capped = squarem_step(*xs, max_jump=0.1)
     assert np.max(np.abs(capped - xs[2])) == pytest.approx(0.1)
     growing = [x_star + c * 1.2**k for k in range(3)]
-    assert _squarem_step(*growing) is None
+    assert squarem_step(*growing) is None
 
 
 # --------------------------------------------------------------------------------------------

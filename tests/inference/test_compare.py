@@ -1,15 +1,15 @@
 """compare_posteriors: results of several methods on one basis and one draw count."""
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
 from sparsebayes.inference import compare_posteriors, fit
 from sparsebayes.models import GaussianKernel, RVMRegression
 
-README = Path(__file__).resolve().parents[1] / "docs" / "guide" / "comparing.md"
+README = ROOT / "docs" / "guide" / "comparing.md"
 
 
 @pytest.fixture(scope="module")

@@ -142,14 +142,14 @@ def test_kmeans_runs_once_for_the_fits_of_one_vs_rest(monkeypatch):
     fit_kmeans = MiniBatchKMeans.fit
     monkeypatch.setattr(MiniBatchKMeans, "fit",
                         lambda self, X, *a, **k: calls.append(X.shape) or fit_kmeans(self, X))
-    monkeypatch.setattr(problems, "KMEANS_CACHE", {})
+    monkeypatch.setattr(problems, "KMEANS", problems.KMeansCentres(size=4))
     rng = np.random.default_rng(3)
     X = rng.normal(size=(240, 2)) + np.repeat(3 * np.eye(3)[:, :2], 80, axis=0)
     y = np.repeat([0, 1, 2], 80)
     ovr = OneVsRestClassifier(RVC(width=1.5, centres=30)).fit(X, y)
     assert len(ovr.estimators_) == 3 and len(calls) == 1
     kept = problems.kmeans_centres(X, 30)
-    problems.KMEANS_CACHE.clear()
+    problems.KMEANS.clear()
     np.testing.assert_array_equal(kept, problems.kmeans_centres(X, 30))  # a fresh run
     assert len(calls) == 2
     X2 = X.copy()
@@ -165,12 +165,12 @@ def test_kmeans_cache_under_threads(monkeypatch):
 
     from sparsebayes.models import problems
 
-    monkeypatch.setattr(problems, "KMEANS_CACHE", {})
+    monkeypatch.setattr(problems, "KMEANS", problems.KMeansCentres(size=4))
     inputs = [np.random.default_rng(s).normal(size=(200, 2)) for s in range(7)]
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda X: problems.kmeans_centres(X, 10), inputs * 3))
-    assert len(problems.KMEANS_CACHE) <= problems.KMEANS_CACHE_SIZE
-    problems.KMEANS_CACHE.clear()
+    assert len(problems.KMEANS) <= problems.KMEANS.size
+    problems.KMEANS.clear()
     serial = [problems.kmeans_centres(X, 10) for X in inputs]
     for i, centres in enumerate(got):
         np.testing.assert_array_equal(centres, serial[i % len(inputs)])
@@ -267,7 +267,7 @@ def test_vrvm_on_the_statistics_of_a_dictionary_equals_vrvm_on_its_design():
 def test_memory_guard_for_classification(monkeypatch):
     X, y = datasets.ripley_mixture(100, seed=0)
     monkeypatch.setattr(st, "available_memory", lambda: 10_000)
-    with pytest.raises(MemoryError, match=r"100 x 101 classification design.*centres=M"):
+    with pytest.raises(MemoryError, match=r"100 x 101 design.*centres=M"):
         fit(RVMClassification(X, y, GaussianKernel(0.5)), "evidence")
 
 

@@ -12,11 +12,11 @@ from sklearn.gaussian_process.kernels import ConstantKernel as C
 
 from sparsebayes.inference import fit, predict
 from sparsebayes.inference.gp.regression import (
-    _lml_and_grad,
     gp_moments,
     log_marginal_likelihood,
     pytensor_objective,
 )
+from sparsebayes.inference.testing import gp_regression_lml_and_grad
 from sparsebayes.models import GPRegression
 
 
@@ -62,9 +62,9 @@ def test_gradient_against_finite_differences():
     Xc = X - X.mean(0)
     for ls, sf, sn in HYPERS:
         theta = np.log(np.concatenate([ls, [sf, sn]]))
-        _, g = _lml_and_grad(theta, Xc, t)
-        fd = optimize.approx_fprime(theta, lambda th: _lml_and_grad(th, Xc, t, grad=False),
-                                    1e-7)
+        _, g = gp_regression_lml_and_grad(theta, Xc, t)
+        fd = optimize.approx_fprime(
+            theta, lambda th: gp_regression_lml_and_grad(th, Xc, t, grad=False), 1e-7)
         np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-5)
 
 
@@ -80,7 +80,7 @@ def test_closed_form_equals_pymc_marginal_model():
     for ls, sf, sn in HYPERS:
         theta = np.log(np.concatenate([ls, [sf, sn]]))
         value, grad = f(theta)
-        lml, g = _lml_and_grad(theta, Xc, t)
+        lml, g = gp_regression_lml_and_grad(theta, Xc, t)
         assert value == pytest.approx(lml, abs=1e-9)
         np.testing.assert_allclose(grad, g, rtol=1e-9, atol=1e-9)
         point = {"length_scale": ls, "signal_sd": sf, "noise_sd": sn}

@@ -4,25 +4,23 @@ value, and the predictive against the Laplace (evidence) fit. Each claim is chec
 against an independent reference: SciPy quadrature and densities, the closed forms written
 out here, the Laplace method."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT
 from scipy import integrate, stats
 from scipy.special import expit, log_expit, log_softmax, logsumexp, softmax
 
 from sparsebayes.inference import fit, predict
 from sparsebayes.inference.rvm.laplace import laplace_posterior
 from sparsebayes.inference.rvm.vrvm_classification import (
-    _Bohning,
-    _check_bound,
-    _JaakkolaJordan,
     fit_vrvm_classification,
     jj_lambda,
     jj_posterior,
     vrvm_classification,
     vrvm_classification_coordinate,
 )
+from sparsebayes.inference.testing import Bohning, JaakkolaJordan, check_bound
 from sparsebayes.models import (
     GammaPrior,
     GaussianKernel,
@@ -32,7 +30,7 @@ from sparsebayes.models import (
     datasets,
 )
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = ROOT.parent / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"no data folder at {DATA}")
 
 
@@ -76,7 +74,7 @@ def test_jaakkola_jordan_bound_below_log_sigmoid_and_tight_at_xi():
     f = np.linspace(-12, 12, 241)
     for xi0 in (0.0, 0.3, 2.0, 7.0):
         for t in (0, 1):
-            model = _JaakkolaJordan(np.full(f.size, t))
+            model = JaakkolaJordan(np.full(f.size, t))
             z, b, _ = model.surrogate(np.full(f.size, xi0))
             lam = jj_lambda(np.full(f.size, xi0))
             c0 = log_expit(xi0) - xi0 / 2 + lam * xi0**2  # per point
@@ -96,7 +94,7 @@ def test_bohning_bound_below_log_softmax_and_tight_at_psi():
     rng = np.random.default_rng(0)
     K, N = 4, 200
     t = rng.integers(0, K, N)
-    model = _Bohning(t, K)
+    model = Bohning(t, K)
     psi = rng.normal(0, 3, (N, K))
     z, b, c0 = model.surrogate(psi)
     zN = z.reshape(N, K - 1)
@@ -165,7 +163,7 @@ def test_fixed_alpha_posterior_closed_form_and_bound_below_exact_evidence(alpha)
     from sparsebayes.inference.rvm.evidence import log_evidence
     from sparsebayes.inference.rvm.vrvm_classification import surrogate_log_evidence
 
-    z, b, c0 = _JaakkolaJordan(t).surrogate(xi)
+    z, b, c0 = JaakkolaJordan(t).surrogate(xi)
     core = log_evidence(Phi * np.sqrt(b)[:, None], z * np.sqrt(b), alpha, 1.0) \
         + 0.5 * np.sum(np.log(b))  # ln N(z | 0, B^-1 + Phi A^-1 Phi^T)
     assert surrogate_log_evidence(z, b, c0, core) == pytest.approx(bound, abs=1e-8)
@@ -236,9 +234,9 @@ def test_returned_q_w_is_the_closed_form_at_the_returned_xi(name):
 
 
 def test_decreasing_bound_warns():
-    _check_bound(np.array([1.0, 2.0, 3.0, 3.0 - 1e-12]))  # round-off: silent
+    check_bound(np.array([1.0, 2.0, 3.0, 3.0 - 1e-12]))  # round-off: silent
     with pytest.warns(NumericalWarning, match="bound decreased by 0.5 at iteration 3"):
-        _check_bound(np.array([1.0, 2.0, 1.5]))
+        check_bound(np.array([1.0, 2.0, 1.5]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -428,13 +426,13 @@ def test_proper_prior_fit_bound_never_decreases(name):
 def test_bouchard_bound_below_log_softmax():
     """Bouchard (2007): ``f_t - a - sum_k [JJ upper bound of ln(1 + exp(f_k - a))]`` is
     below ``ln softmax_t(f)`` for every f, a, xi (one point at a time)."""
-    from sparsebayes.inference.rvm.vrvm_classification import _Bouchard
+    from sparsebayes.inference.testing import Bouchard
 
     rng = np.random.default_rng(1)
     K = 4
     for _ in range(200):
         t = rng.integers(0, K, 1)
-        model = _Bouchard(t, K)
+        model = Bouchard(t, K)
         params = np.concatenate([rng.normal(0, 2, 1), np.abs(rng.normal(0, 3, K))])[None]
         z, b, c0 = model.surrogate(params)
         f = rng.normal(0, 4, K)

@@ -1,13 +1,13 @@
 """Generators against their formulas and loaders against the data README's counts."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
 from sparsebayes.models import datasets
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = ROOT.parent / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"no data folder at {DATA}")
 
 

@@ -5,10 +5,10 @@ Ripley-100: a fixed random 100 of Ripley's 250 training points, width 0.5 (Tippi
 Fig. 3), predicted on the 1000 test points."""
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT
 from scipy import integrate, stats
 
 from sparsebayes.inference import fit, predict
@@ -26,7 +26,7 @@ from sparsebayes.models.pymc_models import classification_model
 
 pm = pytest.importorskip("pymc")
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = ROOT.parent / "shared" / "data"
 
 
 @pytest.fixture(scope="module")

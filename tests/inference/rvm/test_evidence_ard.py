@@ -13,7 +13,7 @@ from scipy import stats
 from sklearn.metrics.pairwise import rbf_kernel
 
 from sparsebayes.inference import fit, predict
-from sparsebayes.inference.rvm.evidence import _tied_columns, _tied_objective
+from sparsebayes.inference.testing import tied_columns, tied_objective
 from sparsebayes.models import GaussianKernel, NumericalWarning, RVMRegression, datasets
 
 D = 10  # Friedman #1: inputs 1-5 relevant (1-3 non-linearly, 4-5 linearly), 6-10 irrelevant
@@ -243,11 +243,11 @@ def test_tied_objective_is_eq15_and_its_gradient_matches_finite_differences(isot
     problem = RVMRegression(X, t, kernel=GaussianKernel((0.7, 1.5, 4.0)),
                             extra_columns=("linear",))
     basis = problem.basis
-    cols = _tied_columns(basis)
+    cols = tied_columns(basis)
     assert cols.size == basis.n_columns  # fewer than TIED_MAX_KERNEL_COLUMNS: all
     scale = np.array([0.5, 1.0, 2.0]) if isotropic else None
     p = np.array([0.3, 2.0, -1.0, 3.0]) if isotropic else np.log([0.7, 1.5, 4.0, 7.0, 0.5, 20.])
-    value, grad = _tied_objective(p, basis.kernel, basis, X, t, cols, scale)
+    value, grad = tied_objective(p, basis.kernel, basis, X, t, cols, scale)
     width = np.exp(p[0]) * scale if isotropic else np.exp(p[:3])
     Phi = basis.with_kernel(GaussianKernel(width)).design(X)
     is_k = basis.kernel_index() >= 0
@@ -256,8 +256,8 @@ def test_tied_objective_is_eq15_and_its_gradient_matches_finite_differences(isot
     direct = stats.multivariate_normal(np.zeros(t.size), C).logpdf(t)
     assert -value * t.size == pytest.approx(direct, rel=1e-10)
     h = 1e-5
-    num = [(_tied_objective(p + h * e, basis.kernel, basis, X, t, cols, scale)[0]
-            - _tied_objective(p - h * e, basis.kernel, basis, X, t, cols, scale)[0]) / (2 * h)
+    num = [(tied_objective(p + h * e, basis.kernel, basis, X, t, cols, scale)[0]
+            - tied_objective(p - h * e, basis.kernel, basis, X, t, cols, scale)[0]) / (2 * h)
            for e in np.eye(p.size)]
     np.testing.assert_allclose(grad, num, rtol=1e-5, atol=1e-8)
 
@@ -269,7 +269,7 @@ def test_tied_columns_are_evenly_spaced_when_there_are_many(monkeypatch):
     basis = RVMRegression(X, X[:, 0], kernel=GaussianKernel((1.0, 1.0)),
                           extra_columns=("linear",)).basis
     monkeypatch.setattr(evidence, "TIED_MAX_KERNEL_COLUMNS", 11)
-    cols = _tied_columns(basis)
+    cols = tied_columns(basis)
     kern = basis.kernel_index()[cols]
     assert np.sum(kern < 0) == 3  # the bias and two linear columns are always in
     np.testing.assert_array_equal(kern[kern >= 0], np.arange(0, 50, 4.9).round().astype(int))

@@ -11,8 +11,8 @@ from sklearn.neighbors import NearestNeighbors
 
 from sparsebayes.inference import fit
 from sparsebayes.inference.rvm import evidence
-from sparsebayes.inference.rvm.evidence import _width_objective
 from sparsebayes.inference.rvm.widths import default_width_bounds, estimator_ard_bounds
+from sparsebayes.inference.testing import width_objective
 from sparsebayes.models import GaussianKernel, NumericalWarning, RVMRegression
 
 
@@ -48,7 +48,7 @@ def test_default_ard_floor_is_the_joint_space_floor():
 
 
 def test_ard_width_objective_is_eq15_and_its_gradient_matches_finite_differences():
-    """:func:`_width_objective` with one width per input: its value is minus T01 eq. (15)
+    """:func:`width_objective` with one width per input: its value is minus T01 eq. (15)
     (SciPy's dense Gaussian density), its gradient in ``ln r_k`` (App. C eqs. 53-57 through
     the chain rule) equals central differences."""
     X, t = relevant_and_irrelevant(60, seed=1)
@@ -57,14 +57,14 @@ def test_ard_width_objective_is_eq15_and_its_gradient_matches_finite_differences
     alpha = np.array([0.5, 2.0, 1.0, 3.0, 0.7, 1.5])
     beta = 30.0
     x0 = np.log([1.3, 4.0])
-    value, grad = _width_objective(x0, basis, X, t, cols, alpha, beta)
+    value, grad = width_objective(x0, basis, X, t, cols, alpha, beta)
     Phi = basis.with_kernel(GaussianKernel(np.exp(x0))).design(X, columns=cols)
     C = np.eye(t.size) / beta + (Phi / alpha) @ Phi.T
     assert -value == pytest.approx(stats.multivariate_normal(np.zeros(t.size), C).logpdf(t),
                                    rel=1e-10)
     h = 1e-5
-    num = [(_width_objective(x0 + h * e, basis, X, t, cols, alpha, beta)[0]
-            - _width_objective(x0 - h * e, basis, X, t, cols, alpha, beta)[0]) / (2 * h)
+    num = [(width_objective(x0 + h * e, basis, X, t, cols, alpha, beta)[0]
+            - width_objective(x0 - h * e, basis, X, t, cols, alpha, beta)[0]) / (2 * h)
            for e in np.eye(2)]
     np.testing.assert_allclose(grad, num, rtol=1e-6, atol=1e-8)
 

@@ -3,17 +3,17 @@ GaussianProcessClassifier, a direct dense computation and quadrature."""
 
 import numpy as np
 import pytest
-from conftest import assert_reused_sampler_equals_fresh
+from conftest import ROOT, assert_reused_sampler_equals_fresh
 from scipy import integrate, optimize, stats
 from scipy.special import expit, log_expit
 
 from sparsebayes.inference import fit, predict
 from sparsebayes.inference.gp.classification import (
-    _lml_and_grad,
     averaged_probability,
     latent_moments,
     log_marginal_likelihood,
 )
+from sparsebayes.inference.testing import gp_classification_lml_and_grad
 from sparsebayes.models import GPClassification, datasets
 from sparsebayes.models.gp import se_ard_covariance
 
@@ -35,10 +35,11 @@ def test_laplace_lml_and_gradient_equal_scikit_learn_at_fixed_hyperparameters():
     # GPML Algorithm 5.1 gradient == scikit-learn's (log sf^2, log ls) and finite differences
     th = np.log(np.r_[ls, sf])
     Xc = X - X.mean(0)
-    _, grad, _ = _lml_and_grad(th, Xc, y.astype(float))
+    _, grad, _ = gp_classification_lml_and_grad(th, Xc, y.astype(float))
     _, g_sk = g.log_marginal_likelihood(np.log(np.r_[sf**2, ls]), eval_gradient=True)
     np.testing.assert_allclose(grad, np.r_[g_sk[1:], 2 * g_sk[0]], rtol=1e-6)
-    fd = optimize.approx_fprime(th, lambda v: _lml_and_grad(v, Xc, y.astype(float))[0], 1e-6)
+    fd = optimize.approx_fprime(
+        th, lambda v: gp_classification_lml_and_grad(v, Xc, y.astype(float))[0], 1e-6)
     np.testing.assert_allclose(grad, fd, rtol=1e-4, atol=1e-5)
 
 
@@ -157,11 +158,10 @@ def test_nuts_agrees_with_laplace_on_ripley_100():
     hyperparameters mix slowly (bulk ESS ~200 per 1600 draws), so the R-hat bound needs
     4 x 2500 draws to hold for every seed rather than by luck: max R-hat over seeds 1-4
     1.0015-1.0044 there, against 1.0037-1.0117 at 4 x 1000 (three of four above 1.01)."""
-    from pathlib import Path
 
     from sparsebayes.inference.gp.classification import nuts_probability_draws
 
-    data = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    data = ROOT.parent / "shared" / "data"
     X, y = datasets.load_ripley("train", data_dir=data)
     idx = np.random.default_rng(0).choice(y.size, 100, replace=False)
     Xt, _ = datasets.load_ripley("test", data_dir=data)

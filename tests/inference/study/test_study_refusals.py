@@ -14,7 +14,9 @@ import pytest
 
 from sparsebayes.inference import api
 from sparsebayes.inference import study as st
+from sparsebayes.inference.families import REGISTERED
 from sparsebayes.models import datasets
+from sparsebayes.models.datasets import DATASETS
 
 # bad values of each option (bad types, zero and negative counts, out-of-range numbers)
 BAD = {
@@ -38,8 +40,9 @@ BAD = {
     "width_bounds": [(2.0, 1.0), (-1.0, 1.0), "wide"],
 }
 # problem kind -> (study family, a built-in data set of that task)
-STUDY = {"regression": ("rvm", "sinc"), "classification": ("rvm", "ripley_mixture"),
-         "gp": ("gp", "sinc"), "gp_classification": ("gp", "ripley_mixture")}
+GENERATED = {info.task: name for name, info in reversed(DATASETS.items())
+             if info.source == "generator"}  # the first generated data set of each task
+STUDY = {f.kind: (f.study_name, GENERATED[f.task]) for f in REGISTERED}
 CASES = [(kind, method, option) for kind, methods in api.FIT_METHODS.items()
          for method in methods for option in api.fit_options(kind, method)]
 

@@ -72,7 +72,8 @@ def test_bad_options_are_refused_before_any_cell_runs(tmp_path, monkeypatch, cap
         "n_train=0": r"n_train must be an integer >= 2 and <= 16",
         "folds=5:n_train=17": r"n_train must be an integer >= 2 and <= 16 \(the training",
         "test_fraction=1.5": r"test_fraction must lie in \(0, 1\)",
-        "task=ranking": r"task must be 'regression' or 'classification', got 'ranking'",
+        "task=ranking": r"task must be one of \['regression', 'classification', 'counts'\], "
+                        r"got 'ranking'",
         "fold=5": r"unknown option 'fold' for data set 'p'; did you mean 'folds'\?",
     }
     for option, message in data.items():

@@ -1,0 +1,103 @@
+"""A model family: everything the front of the library needs to know about one kind of
+problem, in one object.
+
+``fit``, ``predict``, the predictive groups, leave-one-out, the scikit-learn estimators and
+the study read a problem's family (:func:`sparsebayes.inference.families.family_of`) instead
+of branching on its kind: a new likelihood is one :class:`Family` and its registration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Family"]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One model family.
+
+    Attributes
+    ----------
+    kind : str
+        The problem's ``kind`` and the result's ``attrs["problem_kind"]``.
+    study_name : str
+        The method family a study names it by (``"rvm"`` in ``rvm/evidence``); one name
+        serves one family per task.
+    problem_type : type
+        The problem record class (``RVMRegression``, ...).
+    task : str
+        What the targets are: ``"regression"`` (real), ``"classification"`` (class labels)
+        or ``"counts"`` (non-negative integers); a study's task and metrics.
+    fit_methods : dict
+        Method name to ``fn(problem, *, seed, **options)`` returning the result.
+    predict_kinds : dict
+        Predictive kind to ``fn(post, X_new, **options)``.
+    default_predict : dict
+        Method to its natural predictive kind.
+    replicates : callable
+        ``fn(post, X, rng, training)``: one draw of the targets at ``X`` per posterior draw,
+        (chain, draw, n) (the predictive groups).
+    training_problem : callable
+        ``fn(post, rows)``: the problem ``post`` was fitted to, on ``rows`` of its training
+        set (leave-one-out refits).
+    draw_targets : callable or None
+        ``fn(Phi, w, beta, rng)``: targets given draws of an RVM's weights (and noise
+        precision) at the design ``Phi`` (prior predictive draws); None for a GP.
+    warm_refits : dict
+        Point (type-II ML) method to its warm-started refits class
+        (``cls(post).fold(rows_out)``, or None for cold refits); the other methods are
+        sampled.
+    optimistic : str or None
+        Name of the leave-one-out estimate at the hyperparameters fitted to all points.
+    optimistic_loo : callable or None
+        ``fn(post)``: its pointwise values (N,).
+    fitted_to_all : str
+        What the optimistic estimate holds fitted to all points (for messages).
+    exact_max_n : int
+        The largest training set whose point results get the exact leave-one-out by
+        default.
+    psis_loglik : callable or None
+        ``fn(post)``: (S, N) pointwise log likelihood for PSIS-LOO where it is not the
+        result's ``log_likelihood`` group (hyperparameter draws of a collapsed model).
+    sklearn_posteriors : tuple of str
+        The methods the scikit-learn estimators offer.
+    noise : bool
+        The likelihood has a noise precision ``beta`` (Gaussian noise).
+    weights : bool
+        The result holds an RVM weight posterior (``w``, ``alpha`` on a basis): prior draws,
+        kernel-width checks and relevance counts apply.
+    """
+
+    kind: str
+    study_name: str
+    problem_type: type
+    task: str
+    fit_methods: Mapping[str, Callable]
+    predict_kinds: Mapping[str, Callable]
+    default_predict: Mapping[str, str]
+    replicates: Callable[..., np.ndarray]
+    training_problem: Callable[..., Any]
+    draw_targets: Callable[..., np.ndarray] | None = None
+    warm_refits: Mapping[str, type | None] = field(default_factory=dict)
+    optimistic: str | None = None
+    optimistic_loo: Callable[..., np.ndarray] | None = None
+    fitted_to_all: str = ""
+    exact_max_n: int = 1000
+    psis_loglik: Callable[..., np.ndarray] | None = None
+    sklearn_posteriors: tuple[str, ...] = ()
+    noise: bool = False
+    weights: bool = True
+
+    @property
+    def labels(self) -> bool:
+        """The targets are class labels (stratified folds, error rates)."""
+        return self.task == "classification"
+
+    def predict_kind(self, method: str) -> str:
+        """The predictive a ``method`` result uses by default."""
+        return self.default_predict.get(method) or next(iter(self.predict_kinds))
