@@ -1,6 +1,8 @@
 """Executors of a study's cells: this process (``n_jobs=1``), a pool of local processes
-(``n_jobs > 1``, spawned, exiting with their parent) or a Dask cluster (an address or a
-``distributed.Client``). The order of the cells changes no number: each has its own seed."""
+(``n_jobs > 1``, spawned, exiting with their parent; each worker takes all the splits of one
+method on one data set, :func:`batches`, and hands each cell on as it ends) or a Dask cluster
+(an address or a ``distributed.Client``). The order of the cells changes no number: each has
+its own seed."""
 
 from __future__ import annotations
 
@@ -72,11 +74,35 @@ class Progress:
         self.bar.close()
 
 
-def _init_worker(parent: int) -> None:
+_RESULTS = None  # a worker's queue of finished cells (set by _init_worker)
+
+
+def _init_worker(parent: int, results=None) -> None:
+    global _RESULTS
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     import threading
 
+    _RESULTS = results
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+
+
+def run_batch(batch: int, cells: list[Cell]) -> None:
+    """Run ``cells`` one after the other in this worker, putting ``(batch, position,
+    record)`` on the pool's queue as each finishes (so the study saves and counts every
+    cell as it ends, not when the batch does)."""
+    for j, cell in enumerate(cells):
+        _RESULTS.put((batch, j, run_cell(cell)))
+
+
+def batches(todo: list[Cell]) -> list[list[Cell]]:
+    """The cells of one method on one data set, in split order, as one batch for one worker:
+    it compiles that method's model (a NUTS sampler, ADVI's graph, numba kernels) once for
+    all the splits, where cells spread over the workers compiled it in each. Costliest
+    methods first (:func:`cost_rank`), so the long batches start at once."""
+    groups: dict[tuple[str, str], list[Cell]] = {}
+    for cell in sorted(todo, key=lambda c: c.split):
+        groups.setdefault((cell.data.label, cell.method.label), []).append(cell)
+    return sorted(groups.values(), key=lambda b: (cost_rank(b[0])[0], -len(b)))
 
 
 def _exit_with_parent(parent: int, every: float = 0.5) -> None:
@@ -113,28 +139,49 @@ def execute(todo: list[Cell], n_jobs: int, client,
             progress.update(rec)
         return
     import multiprocessing
+    import queue
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
     ctx = multiprocessing.get_context("spawn")  # fork after BLAS/numba threads is unsafe
+    results = ctx.Queue()
     pool = ProcessPoolExecutor(max_workers=n_jobs, mp_context=ctx, initializer=_init_worker,
-                               initargs=(os.getpid(),))
+                               initargs=(os.getpid(), results))
+    groups = batches(todo)
+    left = [len(todo)]
+
+    def drain(timeout: float | None = None) -> None:
+        """Hand on every finished cell (waiting up to ``timeout`` s for the first)."""
+        while left[0]:
+            try:
+                b, j, rec = results.get(timeout=timeout) if timeout else results.get_nowait()
+            except queue.Empty:
+                return
+            timeout = None
+            left[0] -= 1
+            on_result(groups[b][j], rec)
+            progress.update(rec)
+
     try:
-        futures = {pool.submit(run_cell, c): c for c in todo}
-        pending = set(futures)
+        pending = {pool.submit(run_batch, b, cells) for b, cells in enumerate(groups)}
         while pending:
             done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+            drain()
             if not done:  # long cells: keep the elapsed time ticking
                 progress.refresh()
             for fut in done:
                 try:
-                    rec = fut.result()
+                    fut.result()
                 except BrokenProcessPool as exc:
                     raise RuntimeError("a worker process died (out of memory?); the "
                                        "finished cells are saved: re-run with --resume"
                                        ) from exc
-                on_result(futures[fut], rec)
-                progress.update(rec)
+        while left[0]:  # records still in the queue's pipe when their batch ended
+            before = left[0]
+            drain(timeout=60.0)
+            if left[0] == before:
+                raise RuntimeError(f"{left[0]} finished cells never reached the study; "
+                                   "re-run with --resume")
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
@@ -144,10 +191,9 @@ _COST = {"nuts": 0, "advi": 1, "fullrank_advi": 1, "vrvm": 2}
 
 def cost_rank(cell: Cell) -> tuple[int, int]:
     """Expensive cells first (a longest-first order keeps every worker busy to the end),
-    and within a cost the data sets interleaved split by split: two workers then compile
-    different samplers first instead of the same one at once, so each later compile of a
-    model finds the disk caches warm. The order changes no number: every cell has its own
-    seed."""
+    and within a cost the data sets interleaved split by split (the order of cells in this
+    process and on Dask; local processes take whole :func:`batches`). The order changes no
+    number: every cell has its own seed."""
     return _COST.get(cell.method.method, 3), cell.split
 
 

@@ -108,3 +108,23 @@ def test_dask_local_cluster_equals_local_run(tiny_table, tmp_path, same_table):
     same_table(table, tiny_table)
     same_table(table2, tiny_table)
 
+
+
+def test_batches_keep_a_method_on_a_data_set_in_one_worker():
+    """Local processes get one batch per (data set, method), its splits in order, the
+    costliest methods first: a worker compiles each model once for all its splits."""
+    from sparsebayes.inference.study.executors import batches, cost_rank
+    from sparsebayes.inference.study.run import config
+
+    cfg = config("sinc:n_train=30,diabetes:n_train=40",
+                    "svm,rvm/evidence,rvm/nuts:draws=10:tune=10", 3, 0)
+    cells, _ = cfg.cells(None, 0, 1)
+    groups = batches(list(reversed(cells)))
+    assert sorted(c.key["split"] for b in groups for c in b) == sorted(
+        c.key["split"] for c in cells) and sum(map(len, groups)) == len(cells)
+    for b in groups:
+        assert len({(c.data.label, c.method.label) for c in b}) == 1
+        assert [c.split for c in b] == sorted(c.split for c in b)
+    ranks = [cost_rank(b[0])[0] for b in groups]
+    assert ranks == sorted(ranks) and groups[0][0].method.method == "nuts"
+    assert len(groups) == 2 * 3
