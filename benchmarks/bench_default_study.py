@@ -55,6 +55,11 @@ def main() -> None:
             row["min ESS bulk"] = f"{good['min_ess_bulk'].min():.0f}"
             row["divergences"] = int(good["divergences"].sum())
         rows.append(row)
+    per_data = (table.groupby(["method", "dataset"], sort=False)
+                [["fit_seconds", "compile_seconds", "loo_seconds", "cell_seconds"]].sum()
+                .round(1).reset_index()
+                .rename(columns={"fit_seconds": "fit s", "compile_seconds": "compile s",
+                                 "loo_seconds": "LOO s", "cell_seconds": "cell s"}))
     busy = float(table["cell_seconds"].sum()) if "cell_seconds" in table else float("nan")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     lines = ["# The default study, cold caches", "",
@@ -68,7 +73,9 @@ def main() -> None:
              "idle workers at the end, and the report). Paired-test entries without a "
              f"p-value (`n<2` in a table): {report.count('| n<2 |')}.", "",
              "Sums over each method's cells, in seconds of one core:", "",
-             *markdown_table(rows)]
+             *markdown_table(rows), "",
+             "The same sums per data set:", "",
+             *markdown_table(per_data.to_dict("records"))]
     write_report(lines, OUT)
 
 

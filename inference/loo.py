@@ -58,7 +58,8 @@ from sparsebayes.models import NumericalWarning
 from .families import FAMILIES, REGISTERED, family_of
 from .gp.families import gp_loo_logpdf
 from .numerics import gaussian_loo_logpdf, show_progress, warn_user
-from .rvm.families import RVM_REGRESSION, result_prior
+from .results import prior_from_posterior
+from .rvm.families import RVM_REGRESSION
 
 __all__ = ["loo", "loo_compare", "default_estimator", "gaussian_loo_logpdf", "gp_loo_logpdf",
            "cold_refit_logpdf", "warm_refit_logpdf", "observed_logpdf", "warm_refits",
@@ -131,7 +132,7 @@ def cold_reason(post: xr.DataTree) -> str | None:
     if int(post.attrs.get("learn_width", 0)):
         return "widths learned by the evidence"
     if (family_of(post) is RVM_REGRESSION and post.attrs["method"] == "vrvm"):
-        prior = result_prior(post)
+        prior = prior_from_posterior(post)
         if prior is None or prior.a < 1:
             return "a VRVM hyperprior of shape < 1 (its bound has many local maxima)"
     return None

@@ -19,11 +19,12 @@ import numpy as np
 import xarray as xr
 from xarray.indexes import PandasIndex
 
-from sparsebayes.models import Basis, GaussianKernel
+from sparsebayes.models import Basis, GammaPrior, GaussianKernel
 
 from .numerics import LOG_2PI, gaussian_draws
 
 __all__ = ["is_result_of", "classes_attr", "datatree", "make_datatree", "classification_datatree",
+           "prior_from_posterior",
            "basis_from_posterior", "flat_draws", "gaussian_log_likelihood",
            "gaussian_draws_log_likelihood", "pointwise_budget_ok", "relevance_counts",
            "ALPHA_PRUNED"]
@@ -319,6 +320,12 @@ def basis_from_posterior(post: xr.DataTree, kernel=None) -> tuple[Basis, np.ndar
     pos = {lab: i for i, lab in enumerate(basis.labels)}
     columns = np.array([pos[str(lab)] for lab in post["posterior"]["basis"].values], dtype=int)
     return basis, columns
+
+
+def prior_from_posterior(post: xr.DataTree, default: GammaPrior | None = None) -> GammaPrior | None:
+    """The Gamma hyperprior (T01 eq. 6) a result was fitted with, from attrs ``prior``;
+    ``default`` when the result records none."""
+    return GammaPrior.from_array(post.attrs["prior"]) if "prior" in post.attrs else default
 
 
 def _group(data: Mapping[str, np.ndarray], dims: Mapping[str, list[str]],

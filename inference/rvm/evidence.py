@@ -43,6 +43,7 @@ from ..results import (
     gaussian_draws_log_likelihood,
     make_datatree,
     pointwise_budget_ok,
+    prior_from_posterior,
 )
 from .mackay import mackay_update
 from .sequential import (
@@ -758,8 +759,7 @@ class EvidenceRefits:
         self.basis, self.active = basis_from_posterior(post)
         g = post["gaussian_posterior"]
         self.alpha, self.beta = g["alpha"].values.copy(), float(g["beta"])
-        self.prior = (GammaPrior.from_array(post.attrs["prior"]) if "prior" in post.attrs
-                      else GammaPrior())
+        self.prior = prior_from_posterior(post, GammaPrior())
         self.estimate_noise = not int(post.attrs.get("noise_fixed", 0))
         self.dictionary = "dictionary" in const
         if self.dictionary:

@@ -8,24 +8,19 @@ import numpy as np
 import xarray as xr
 from scipy.special import expit, softmax
 
-from sparsebayes.models import GammaPrior, RVMClassification, RVMRegression
+from sparsebayes.models import RVMClassification, RVMRegression
 
 from ..family import Family
 from ..numerics import gaussian_loo_logpdf
 from ..predictive import classification as class_predictive
 from ..predictive import regression as regression_predictive
 from ..predictive.regression import beta_draws, design
-from ..results import basis_from_posterior, flat_draws
+from ..results import basis_from_posterior, flat_draws, prior_from_posterior
 from . import evidence, laplace, vrvm, vrvm_classification
 from . import pymc as rvm_pymc
 
-__all__ = ["RVM_REGRESSION", "RVM_CLASSIFICATION", "result_prior", "regression_targets",
+__all__ = ["RVM_REGRESSION", "RVM_CLASSIFICATION", "regression_targets",
            "class_targets", "gaussian_loo", "weight_replicates"]
-
-
-def result_prior(post: xr.DataTree) -> GammaPrior | None:
-    """The hyperprior a result was fitted with (attrs ``prior``), None if it records none."""
-    return GammaPrior.from_array(post.attrs["prior"]) if "prior" in post.attrs else None
 
 
 def regression_targets(Phi: np.ndarray, w: np.ndarray, beta: np.ndarray | None,
@@ -63,7 +58,7 @@ def weight_replicates(draw_targets):
 def _basis_options(post: xr.DataTree) -> dict:
     basis, _ = basis_from_posterior(post)
     return {"kernel": basis.kernel, "bias": basis.bias, "extra_columns": basis.extra,
-            "prior": result_prior(post), "centres": basis.centres,
+            "prior": prior_from_posterior(post), "centres": basis.centres,
             "learn_width": bool(int(post.attrs.get("learn_width", 0)))}
 
 

@@ -52,7 +52,7 @@ from ..likelihoods import (
 from ..numerics import check_rows_out, cholesky, cholesky_inverse, one_blas_thread, warn_user
 from ..predictive.classification import cavity_logpdf, moderated_from_moments, pair_logit_moments
 from ..predictive.regression import design
-from ..results import basis_from_posterior, classification_datatree
+from ..results import basis_from_posterior, classification_datatree, prior_from_posterior
 from . import compiled
 from .mackay import mackay_update
 from .sequential import BlockProducts, DenseProducts, Policy, SequentialSparseBayes
@@ -837,8 +837,7 @@ class LaplaceRefits:
         self.classes = np.asarray(post.attrs.get("classes", ()))
         self.softmax_model = post.attrs["likelihood"] == "softmax"
         self.shared = bool(int(post.attrs.get("alpha_shared", 0)))
-        self.prior = (GammaPrior.from_array(post.attrs["prior"]) if "prior" in post.attrs
-                      else GammaPrior())
+        self.prior = prior_from_posterior(post, GammaPrior())
         self.learn_width = bool(int(post.attrs.get("learn_width", 0)))
         cols, cls, alpha, theta = posterior_pairs(post)
         self.warm = (cols, cls, alpha, theta)

@@ -19,7 +19,7 @@ import numpy as np
 import xarray as xr
 from scipy.special import gammaincc, logsumexp
 
-from sparsebayes.models import GammaPrior, RVMPoissonRegression
+from sparsebayes.models import RVMPoissonRegression
 from sparsebayes.models.problems import check_counts
 
 from ..family import Family
@@ -27,7 +27,7 @@ from ..likelihoods import Poisson
 from ..numerics import one_blas_thread
 from ..predictive.classification import laplace_cavity, logit_moments
 from ..predictive.regression import design, draw_index
-from ..results import basis_from_posterior, flat_draws
+from ..results import basis_from_posterior, flat_draws, prior_from_posterior
 from . import laplace
 from . import pymc as rvm_pymc
 
@@ -234,7 +234,7 @@ def training_problem(post: xr.DataTree, rows=slice(None)) -> RVMPoissonRegressio
     """The :class:`RVMPoissonRegression` ``post`` was fitted to, on training ``rows``: the same
     kernel (at its fitted width), bias, extra columns, prior, width learning and centres."""
     basis, _ = basis_from_posterior(post)
-    prior = GammaPrior.from_array(post.attrs["prior"]) if "prior" in post.attrs else None
+    prior = prior_from_posterior(post)
     return RVMPoissonRegression(
         post["constant_data"]["X"].values[rows], post["observed_data"]["t"].values[rows],
         kernel=basis.kernel, bias=basis.bias, extra_columns=basis.extra, prior=prior,

@@ -32,6 +32,7 @@ from ..results import (
     is_result_of,
     make_datatree,
     pointwise_budget_ok,
+    prior_from_posterior,
     relevance_counts,
 )
 from .diagnostics import vrvm_regression_khat
@@ -42,6 +43,31 @@ __all__ = ["VRVMState", "vrvm", "vrvm_bound", "weight_bound_terms", "fit_vrvm", 
            "VRVMRefits"]
 
 PRUNE_RATIO = 1e12  # flat prior (b = 0): drop a basis once <alpha_i> / alpha_unit > this
+SETTLED = 100.0  # ... or, once the bound changes by < SETTLED * tol, when its alpha diverges
+
+
+def diverging(mu: np.ndarray, Sigma: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """Bases in the model whose flat-prior update ``alpha_i <- 1 / (mu_i^2 + Sigma_ii)``,
+    the others held, runs off to infinity: ``q_i^2 <= s_i`` with the factors of the basis
+    left out, ``s_i = 1 / Sigma_ii - alpha_i``, ``q_i = mu_i / Sigma_ii`` (Tipping & Faul
+    2003, eqs. 19-20; their fixed point ``alpha_i = s_i^2 / (q_i^2 - s_i)``, eq. 20, is that
+    of the VRVM update at ``a = b = 0``, Shutin et al. 2011). ``Sigma``, ``mu`` were computed
+    with ``alpha``."""
+    sd = np.diag(Sigma)
+    return (mu / sd) ** 2 <= 1.0 / sd - alpha
+
+
+def regrowing(stats: GramStatistics, active: np.ndarray, mu: np.ndarray, Sigma: np.ndarray,
+              beta: float) -> tuple[np.ndarray, np.ndarray]:
+    """Pruned columns with ``q_j^2 > s_j`` against the current ``q(w)`` (computed with
+    ``beta``), ``s_j = beta G_jj - beta^2 G_ja Sigma G_aj``, ``q_j = beta (Phi^T t_j - G_ja mu)``
+    (Tipping & Faul 2003, eqs. 21-22), and their fixed points ``s_j^2 / (q_j^2 - s_j)``."""
+    out = np.setdiff1d(np.arange(stats.Phit.size), active)
+    Goa = stats.G[np.ix_(out, active)]
+    s = beta * stats.G[out, out] - beta**2 * np.einsum("ij,jk,ik->i", Goa, Sigma, Goa)
+    q = beta * (stats.Phit[out] - Goa @ mu)
+    grow = q**2 > s
+    return out[grow], s[grow] ** 2 / (q[grow] ** 2 - s[grow])
 
 
 def gamma_entropy(k, r):
@@ -97,7 +123,8 @@ def weight_bound_terms(prior: GammaPrior, *, w2: np.ndarray, logdet_Sigma: float
 class VRVMState:
     """The factors at convergence: ``q(w) = N(mu, Sigma)``, ``q(alpha_i) = Gamma(a_tilde,
     b_tilde_i)``, ``q(beta) = Gamma(c_tilde, d_tilde)`` (or ``beta`` fixed), over the
-    basis columns ``active`` (all of them unless the flat prior pruned some)."""
+    basis columns ``active`` (all of them unless the flat prior pruned some); ``bound`` and
+    ``n_active`` after every sweep."""
 
     active: np.ndarray
     mu: np.ndarray
@@ -108,6 +135,7 @@ class VRVMState:
     d_tilde: float | None
     beta_fixed: float | None
     bound: np.ndarray
+    n_active: np.ndarray
     converged: bool
     n_iter: int
 
@@ -132,8 +160,12 @@ def vrvm(Phi: np.ndarray, t: np.ndarray, prior: GammaPrior, *, noise_sd: float |
     ``b~_i = b + (mu_i^2 + Sigma_ii) / 2``; ``q(beta)``: ``c~ = c + N/2``,
     ``d~ = d + (||t - Phi mu||^2 + tr(Phi^T Phi Sigma)) / 2``. The bound (§3) is recorded
     after every sweep; iteration stops when it changes by less than ``tol (1 + |L|)``.
-    With the flat prior (``b = 0``) ``<alpha_i>`` can grow without limit: such bases are
-    pruned once ``<alpha_i>`` exceeds ``1e12`` times the data's weight-precision scale.
+    With the flat prior (``b = 0``) ``<alpha_i>`` can grow without limit, by a step per sweep:
+    such bases are pruned once ``<alpha_i>`` exceeds ``1e12`` times the data's
+    weight-precision scale or, once the bound changes by less than ``SETTLED * tol``, when
+    their update diverges (:func:`diverging`); at convergence a pruned basis whose update has
+    a finite fixed point again comes back (:func:`regrowing`), so every pruned basis ends
+    with its fixed point at infinity.
     """
     Phi, t = np.asarray(Phi, dtype=float), np.asarray(t, dtype=float)
     stats = GramStatistics(Phi.T @ Phi, Phi.T @ t, float(t @ t), float(t.sum()), t.size)
@@ -170,6 +202,7 @@ def _vrvm(stats, prior, *, noise_sd, alpha0, beta0, max_iter, tol,
     a_t = a + 0.5
     c_t = c + 0.5 * N
     bounds: list[float] = []
+    sizes: list[int] = []
     converged = False
     it = 0
     b_t = np.full(M, np.nan)
@@ -177,6 +210,7 @@ def _vrvm(stats, prior, *, noise_sd, alpha0, beta0, max_iter, tol,
     for it in range(1, max_iter + 1):  # noqa: B007 (it is returned)
         Ga = G[np.ix_(active, active)]
         # q(w)
+        alpha_used, beta_used = alpha, beta
         mu, Sigma, L = gram_weight_posterior(Ga, Phit[active], alpha, beta)
         w2 = mu**2 + np.diag(Sigma)
         # q(alpha)
@@ -192,14 +226,25 @@ def _vrvm(stats, prior, *, noise_sd, alpha0, beta0, max_iter, tol,
             np.diag(L))), a_t=a_t, b_t=b_t, c_t=None if fixed else c_t,
             d_t=None if fixed else d_t, beta_fixed=beta_fixed)
         bounds.append(float(bound))
+        sizes.append(active.size)
+        change = abs(bounds[-1] - bounds[-2]) / (1 + abs(bounds[-1])) if it > 1 else np.inf
         if b == 0:
             keep = alpha < PRUNE_RATIO * alpha_unit
+            if change < SETTLED * tol:  # nearly converged: prune what diverges
+                keep &= ~diverging(mu, Sigma, alpha_used)
             if not keep.any():
                 keep[np.argmin(alpha)] = True
             if not keep.all():
                 active, alpha, b_t = active[keep], alpha[keep], b_t[keep]
                 continue
-        if it > 1 and abs(bounds[-1] - bounds[-2]) < tol * (1 + abs(bounds[-1])):
+        if change < tol:
+            if b == 0 and active.size < M:  # a pruned basis whose fixed point is finite again
+                back, alpha_back = regrowing(stats, active, mu, Sigma, beta_used)
+                if back.size:
+                    active = np.concatenate([active, back])
+                    alpha = np.concatenate([alpha, alpha_back])
+                    b_t = np.concatenate([b_t, a_t / alpha_back])
+                    continue
             converged = True
             break
     # q(w) for the final hyperparameter factors, so that mu, Sigma match <alpha>, <beta>
@@ -207,7 +252,8 @@ def _vrvm(stats, prior, *, noise_sd, alpha0, beta0, max_iter, tol,
     mu, Sigma, _ = gram_weight_posterior(Ga, Phit[active], alpha, beta)
     return VRVMState(active=active, mu=mu, Sigma=Sigma, a_tilde=a_t, b_tilde=b_t,
                      c_tilde=None if fixed else c_t, d_tilde=None if fixed else float(d_t),
-                     beta_fixed=beta_fixed, bound=np.asarray(bounds), converged=converged,
+                     beta_fixed=beta_fixed, bound=np.asarray(bounds), n_active=np.asarray(sizes),
+                     converged=converged,
                      n_iter=it)
 
 
@@ -328,7 +374,7 @@ class VRVMRefits:
         if not tol > 0:
             raise ValueError(f"tol must be > 0, got {tol!r}")
         self.max_iter, self.tol = int(max_iter), float(tol)
-        self.prior = GammaPrior.from_array(post.attrs["prior"])
+        self.prior = prior_from_posterior(post, GammaPrior())
         self.noise_sd = (float(post["posterior"]["noise_sd"].values.reshape(-1)[0])
                          if int(post.attrs.get("noise_fixed", 0)) else None)
         g = post["gaussian_posterior"]

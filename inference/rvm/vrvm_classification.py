@@ -55,6 +55,7 @@ from ..results import (
     basis_from_posterior,
     classification_datatree,
     is_result_of,
+    prior_from_posterior,
     relevance_counts,
 )
 from .diagnostics import vrvm_classification_khat
@@ -652,7 +653,7 @@ class VRVMClassificationRefits:
             raise ValueError(f"tol must be > 0 or None, got {tol!r}")
         if not (np.isscalar(alpha_min) and 0 <= alpha_min < 1):
             raise ValueError(f"alpha_min must be a number in [0, 1), got {alpha_min!r}")
-        self.prior = GammaPrior.from_array(post.attrs["prior"])
+        self.prior = prior_from_posterior(post, GammaPrior())
         self.flat = self.prior.a == 0 and self.prior.b == 0
         self.max_iter, self.alpha_min = int(max_iter), float(alpha_min)
         self.tol = tol or (1e-3 if self.flat else 1e-7)
