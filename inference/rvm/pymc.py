@@ -207,12 +207,14 @@ def _draws(problem, post: xr.Dataset, prior: GammaPrior, collapsed: bool,
 
 def _model_for(problem, prior, collapsed, likelihood, sampler=None):
     if gaussian_noise(problem):
-        model = regression_model(problem, collapsed=collapsed, prior=prior)
-        if sampler in ("numpyro", "blackjax") and model.rvm_info["form"] == "woodbury":
-            # the CollapsedWoodbury Op has NumPy and numba forms only: JAX gets the graph
-            model = regression_model(problem, collapsed=collapsed, prior=prior,
-                                     form="woodbury-graph")
-        return model
+        # nutpie gets the closed-form-gradient Op (T01 App. A) where the Woodbury form is the
+        # cheaper one: it counts a logp that raises as a divergence. PyMC's own NUTS and ADVI
+        # raise instead: a trajectory with beta = exp(log beta) underflowed to 0 makes
+        # PyTensor's numba scalar code for the Gamma prior's gradient divide by zero
+        # (numba's Python error model). JAX has no form of the Op.
+        op = sampler == "nutpie" and 4 * problem.X.shape[0] >= problem.basis.n_columns
+        return regression_model(problem, collapsed=collapsed, prior=prior,
+                                form="woodbury" if op else "auto")
     return problem.pymc_model(prior=prior, likelihood=likelihood, collapsed=collapsed)
 
 
