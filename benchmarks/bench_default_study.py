@@ -38,6 +38,7 @@ def main() -> None:
         wall = time.perf_counter() - start
         load_end = os.getloadavg()
         table = pd.read_csv(tmp / "study" / "results.csv")
+        table.to_csv(OUT.with_suffix(".csv"), index=False)  # every cell, for a closer look
         report = (tmp / "study" / "report.md").read_text()
     ok = table[table["status"] == "ok"]
     rows = []

@@ -1,7 +1,7 @@
 """Issue 31's NUTS target: ``fit(problem, "nuts")`` on noisy sinc (N = 100, width 3),
 4 chains x (1000 tuning + 1000 draws), nutpie, with the collapsed likelihood as the
-closed-form-gradient Op (the default under nutpie) and as the PyTensor-differentiated
-Woodbury graph, alternated in one process (the first fit of each form compiles).
+closed-form-gradient Op (opt-in) and as the PyTensor-differentiated Woodbury graph (the
+default), alternated in one process (the first fit of each form compiles).
 Target: <= 30 s wall after compilation.
 
     .venv/bin/python benchmarks/bench_nuts_forms.py
@@ -19,15 +19,17 @@ from report import markdown_table, write_report
 from sparsebayes.inference import fit
 from sparsebayes.inference.rvm import pymc as rvm_pymc
 from sparsebayes.models import GaussianKernel, RVMRegression, datasets
+from sparsebayes.models.pymc_models import regression_model
 
 OUT = Path(__file__).parent / "results" / "nuts_forms.md"
 
 
 def run(problem, form: str) -> dict:
-    """One fit; ``form="graph"`` builds the model as the non-nutpie routes do."""
+    """One fit; ``form="op"`` swaps the Op into the model ``fit`` builds."""
     model_for = rvm_pymc._model_for
-    if form == "graph":
-        rvm_pymc._model_for = lambda p, prior, c, lik, sampler=None: model_for(p, prior, c, lik)
+    if form == "op":
+        rvm_pymc._model_for = lambda p, prior, c, lik, sampler=None: regression_model(
+            p, collapsed=c, prior=prior, form="woodbury")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

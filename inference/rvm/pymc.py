@@ -207,14 +207,9 @@ def _draws(problem, post: xr.Dataset, prior: GammaPrior, collapsed: bool,
 
 def _model_for(problem, prior, collapsed, likelihood, sampler=None):
     if gaussian_noise(problem):
-        # nutpie gets the closed-form-gradient Op (T01 App. A) where the Woodbury form is the
-        # cheaper one: it counts a logp that raises as a divergence. PyMC's own NUTS and ADVI
-        # raise instead: a trajectory with beta = exp(log beta) underflowed to 0 makes
-        # PyTensor's numba scalar code for the Gamma prior's gradient divide by zero
-        # (numba's Python error model). JAX has no form of the Op.
-        op = sampler == "nutpie" and 4 * problem.X.shape[0] >= problem.basis.n_columns
-        return regression_model(problem, collapsed=collapsed, prior=prior,
-                                form="woodbury" if op else "auto")
+        # the collapsed likelihood as the PyTensor-differentiated Woodbury graph; the
+        # closed-form-gradient Op (form="woodbury") stays opt-in, see regression_model
+        return regression_model(problem, collapsed=collapsed, prior=prior)
     return problem.pymc_model(prior=prior, likelihood=likelihood, collapsed=collapsed)
 
 
