@@ -187,6 +187,7 @@ def execute(todo: list[Cell], n_jobs: int, client,
 
 
 _COST = {"nuts": 0, "advi": 1, "fullrank_advi": 1, "vrvm": 2}
+_FAMILY_COST = {"gp": 1}  # its leave-one-out refits the hyperparameters at every point
 
 
 def cost_rank(cell: Cell) -> tuple[int, int]:
@@ -194,7 +195,8 @@ def cost_rank(cell: Cell) -> tuple[int, int]:
     and within a cost the data sets interleaved split by split (the order of cells in this
     process and on Dask; local processes take whole :func:`batches`). The order changes no
     number: every cell has its own seed."""
-    return _COST.get(cell.method.method, 3), cell.split
+    method = cell.method
+    return min(_COST.get(method.method, 3), _FAMILY_COST.get(method.family, 3)), cell.split
 
 
 def dask_slots(client) -> int:

@@ -117,7 +117,7 @@ def test_batches_keep_a_method_on_a_data_set_in_one_worker():
     from sparsebayes.inference.study.run import config
 
     cfg = config("sinc:n_train=30,diabetes:n_train=40",
-                    "svm,rvm/evidence,rvm/nuts:draws=10:tune=10", 3, 0)
+                    "svm,rvm/evidence,gp/evidence,rvm/nuts:draws=10:tune=10", 3, 0)
     cells, _ = cfg.cells(None, 0, 1)
     groups = batches(list(reversed(cells)))
     assert sorted(c.key["split"] for b in groups for c in b) == sorted(
@@ -127,4 +127,6 @@ def test_batches_keep_a_method_on_a_data_set_in_one_worker():
         assert [c.split for c in b] == sorted(c.split for c in b)
     ranks = [cost_rank(b[0])[0] for b in groups]
     assert ranks == sorted(ranks) and groups[0][0].method.method == "nuts"
-    assert len(groups) == 2 * 3
+    # the GP's exact leave-one-out refits put it before the RVM's warm ones and the SVM
+    assert [b[0].method.family for b in groups][2:4] == ["gp", "gp"]
+    assert len(groups) == 2 * 4
