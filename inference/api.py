@@ -17,6 +17,7 @@ import xarray as xr
 
 from sparsebayes.models import GammaPrior
 from sparsebayes.models.priors import PRIOR_NAMES
+from sparsebayes.models.pymc_models import check_form
 
 from . import families, groups, progress
 from .contract import check_result
@@ -92,6 +93,7 @@ def _positive_int(name, value, _options):
 # option name -> check(name, value, options) of its value, for every keyword option of every
 # method in FIT_METHODS (tests/inference/study/test_study_refusals.py holds it to that): fit
 # runs them before any work and a study before any cell (sparsebayes.inference.study.specs).
+# ``options`` holds the other options and the problem's kind (``"problem_kind"``).
 # ``None`` is taken where the method's default is ``None``; the methods keep their own checks
 # for direct calls.
 OPTION_CHECKS: dict[str, Callable[[str, Any, dict[str, Any]], None]] = {
@@ -104,6 +106,9 @@ OPTION_CHECKS: dict[str, Callable[[str, Any, dict[str, Any]], None]] = {
     "alpha_min": _number(0.0, 1.0, closed_low=True),
     "sampler": _choice(*SAMPLERS),
     "adaptation": _choice("diag", "low_rank"),
+    "form": lambda name, value, options: check_form(
+        value, options.get("problem_kind", "regression") == "regression"
+        and options.get("collapsed") is not False),
     "likelihood": _choice("bernoulli", "softmax"),
     "alpha": _choice("per-class", "shared"),
     "softmax_bound": _choice(*vrvm_classification.SOFTMAX_BOUNDS),
@@ -130,7 +135,7 @@ def check_fit_options(kind: str, method: str, options: dict[str, Any],
     for name, value in options.items():
         if value is None and (name not in params or params[name].default is None):
             continue
-        OPTION_CHECKS[name](name, value, options)
+        OPTION_CHECKS[name](name, value, {**options, "problem_kind": kind})
 
 
 def fit(problem, method: str = "evidence", *, seed: int | None = None,

@@ -17,6 +17,10 @@ import numpy as np
 __all__ = ["Family"]
 
 
+#: The schedule rank of the sampled and variational methods (:attr:`Family.schedule_rank`).
+SAMPLED_FIRST = {"nuts": 0, "advi": 1, "fullrank_advi": 1, "vrvm": 2}
+
+
 @dataclass(frozen=True)
 class Family:
     """One model family.
@@ -66,6 +70,9 @@ class Family:
         result's ``log_likelihood`` group (hyperparameter draws of a collapsed model).
     sklearn_posteriors : tuple of str
         The methods the scikit-learn estimators offer.
+    schedule_rank : dict
+        Method name to its place in a study's schedule, costliest first: 0 (sampled), 1,
+        2; a method not listed ranks 3 (a point fit with cheap refits).
     noise : bool
         The likelihood has a noise precision ``beta`` (Gaussian noise).
     weights : bool
@@ -90,6 +97,7 @@ class Family:
     exact_max_n: int = 1000
     psis_loglik: Callable[..., np.ndarray] | None = None
     sklearn_posteriors: tuple[str, ...] = ()
+    schedule_rank: Mapping[str, int] = field(default_factory=dict)
     noise: bool = False
     weights: bool = True
 

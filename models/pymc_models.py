@@ -38,6 +38,7 @@ from .priors import GammaPrior, resolve_prior
 
 __all__ = [
     "check_proper",
+    "check_form",
     "regression_model",
     "classification_model",
     "latent_model",
@@ -178,6 +179,18 @@ def _on_whole_basis(w, Phi):
     return Assert(message)(w, pt.eq(w.shape[basis_axis], Phi.shape[-1]))
 
 
+FORMS = ("auto", "direct", "woodbury", "woodbury-graph")
+
+
+def check_form(form, collapsed_regression: bool = True) -> None:
+    """``ValueError`` unless ``form`` names a form of the collapsed likelihood, and is
+    ``"auto"`` where the model is not the collapsed regression model."""
+    if not (isinstance(form, str) and form in FORMS):
+        raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+    if form != "auto" and not collapsed_regression:
+        raise ValueError(f"form={form!r} applies to the collapsed regression model only")
+
+
 def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | None = None,
                      form: str = "auto"):
     """``pm.Model`` of RVM regression (see the module docstring).
@@ -207,9 +220,7 @@ def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | No
     prior = resolve_prior(problem, prior)
     fixed_noise = problem.noise_sd is not None
     check_proper(prior, "a PyMC model", needs_beta=not fixed_noise)
-    if form not in ("auto", "direct", "woodbury", "woodbury-graph"):
-        raise ValueError(f"form must be 'auto', 'direct', 'woodbury' or 'woodbury-graph', "
-                         f"got {form!r}")
+    check_form(form)
     basis = problem.basis
     Phi_np = basis.design(problem.X)
     N, M = Phi_np.shape

@@ -10,7 +10,7 @@ from scipy.special import expit, softmax
 
 from sparsebayes.models import RVMClassification, RVMRegression
 
-from ..family import Family
+from ..family import SAMPLED_FIRST, Family
 from ..numerics import gaussian_loo_logpdf
 from ..predictive import classification as class_predictive
 from ..predictive import regression as regression_predictive
@@ -121,6 +121,7 @@ RVM_REGRESSION = Family(
     exact_max_n=2000,
     psis_loglik=gaussian_loo,
     sklearn_posteriors=("evidence", "evidence-mackay", "vrvm", "advi", "nuts"),
+    schedule_rank=SAMPLED_FIRST,
     noise=True,
 )
 
@@ -150,4 +151,5 @@ RVM_CLASSIFICATION = Family(
     fitted_to_all="the RVM's alpha and pruning",
     exact_max_n=1000,
     sklearn_posteriors=("evidence", "evidence-mackay", "vrvm", "advi", "nuts"),
+    schedule_rank=SAMPLED_FIRST,
 )

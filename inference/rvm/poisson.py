@@ -22,7 +22,7 @@ from scipy.special import gammaincc, logsumexp
 from sparsebayes.models import RVMPoissonRegression
 from sparsebayes.models.problems import check_counts
 
-from ..family import Family
+from ..family import SAMPLED_FIRST, Family
 from ..likelihoods import Poisson
 from ..numerics import one_blas_thread
 from ..predictive.classification import laplace_cavity, logit_moments
@@ -305,4 +305,5 @@ RVM_POISSON = Family(
     optimistic_loo=poisson_cavity_logpdf,
     fitted_to_all="the RVM's alpha and pruning",
     exact_max_n=500,
+    schedule_rank=SAMPLED_FIRST,
 )

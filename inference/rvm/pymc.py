@@ -19,7 +19,7 @@ import xarray as xr
 
 from sparsebayes.models import GammaPrior, NumericalWarning, RVMRegression, SamplingWarning
 from sparsebayes.models.priors import data_scales, resolve_prior
-from sparsebayes.models.pymc_models import check_proper, regression_model
+from sparsebayes.models.pymc_models import check_form, check_proper, regression_model
 
 from ..likelihoods import likelihood_of
 from ..numerics import check_positive_int, one_blas_thread, show_progress, warn_user
@@ -205,11 +205,9 @@ def _draws(problem, post: xr.Dataset, prior: GammaPrior, collapsed: bool,
     return alpha, beta, (None if collapsed else get("w"))
 
 
-def _model_for(problem, prior, collapsed, likelihood, sampler=None):
+def _model_for(problem, prior, collapsed, likelihood, form="auto"):
     if gaussian_noise(problem):
-        # the collapsed likelihood as the PyTensor-differentiated Woodbury graph; the
-        # closed-form-gradient Op (form="woodbury") stays opt-in, see regression_model
-        return regression_model(problem, collapsed=collapsed, prior=prior)
+        return regression_model(problem, collapsed=collapsed, prior=prior, form=form)
     return problem.pymc_model(prior=prior, likelihood=likelihood, collapsed=collapsed)
 
 
@@ -226,7 +224,7 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
              target_accept: float | None = None, prior: GammaPrior | None = None,
              collapsed: bool | None = None, likelihood: str | None = None,
              max_seconds: float = 600.0, warn: bool = True, adaptation: str = "diag",
-             progressbar: bool | None = None) -> xr.DataTree:
+             progressbar: bool | None = None, form: str = "auto") -> xr.DataTree:
     """Full posterior by NUTS.
 
     Regression: the collapsed model (``collapsed=False`` samples the naive non-centred joint
@@ -254,6 +252,10 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
         interactive session, off under CI or without a terminal (:func:`show_progress`).
         Without a bar, nutpie's progress goes to the log (logger ``"sparsebayes"``, a line
         at every tenth of the draws; :mod:`~sparsebayes.inference.progress`).
+    form : the collapsed regression likelihood's form
+        (:func:`~sparsebayes.models.pymc_models.regression_model`): "auto" (the Woodbury
+        graph PyTensor differentiates), "woodbury" (the closed-form-gradient Op, opt-in),
+        "woodbury-graph" or "direct"; other models take only "auto".
     """
     if adaptation not in ("diag", "low_rank"):
         raise ValueError(f"adaptation must be 'diag' or 'low_rank', got {adaptation!r}")
@@ -270,6 +272,7 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
     cores = min(chains, 2) if cores is None else check_positive_int("cores", cores)
     if collapsed is None:
         collapsed = True
+    check_form(form, collapsed and gaussian_noise(problem))
     prior = _check_prior(problem, prior, "NUTS")
     N = problem.X.shape[0]
     M = problem.basis.n_columns
@@ -285,7 +288,7 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
             f"(about {mcmc_cost(N, M, n_params, 1, 0, 1, collapsed=woodbury) * 1e3:.1f} ms "
             "per draw and chain). Consider the 'evidence' or 'advi' methods, fewer draws, "
             "or a subset of the basis.", SamplingWarning)
-    model = _model_for(problem, prior, collapsed, likelihood, sampler)
+    model = _model_for(problem, prior, collapsed, likelihood, form)
     key = (problem.kind, collapsed, model.rvm_info.get("form"), model.rvm_info.get("softmax"),
            getattr(problem, "noise_sd", None) is not None, N, M, K)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
@@ -307,6 +310,8 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
         "noise_fixed": int(_noise_fixed(problem)),
         "hyperparameters": "sampled",
     }
+    if collapsed and gaussian_noise(problem):
+        attrs["collapsed_form"] = model.rvm_info["form"]
     dt = _assemble(problem, model, alpha=alpha, beta=beta, w=w, extra_stats=stats,
                    attrs=attrs, rng=rng)
     sampled = ("alpha", "beta", "w")

@@ -35,8 +35,10 @@ from ..results import (
     prior_from_posterior,
     relevance_counts,
 )
+from .compiled import flat_alpha_array
 from .diagnostics import vrvm_regression_khat
 from .evidence import check_basis
+from .sequential import in_model_sq
 from .statistics import GramStatistics, chunk_rows, gram_statistics
 
 __all__ = ["VRVMState", "vrvm", "vrvm_bound", "weight_bound_terms", "fit_vrvm", "gamma_entropy",
@@ -48,26 +50,25 @@ SETTLED = 100.0  # ... or, once the bound changes by < SETTLED * tol, when its a
 
 def diverging(mu: np.ndarray, Sigma: np.ndarray, alpha: np.ndarray) -> np.ndarray:
     """Bases in the model whose flat-prior update ``alpha_i <- 1 / (mu_i^2 + Sigma_ii)``,
-    the others held, runs off to infinity: ``q_i^2 <= s_i`` with the factors of the basis
-    left out, ``s_i = 1 / Sigma_ii - alpha_i``, ``q_i = mu_i / Sigma_ii`` (Tipping & Faul
-    2003, eqs. 19-20; their fixed point ``alpha_i = s_i^2 / (q_i^2 - s_i)``, eq. 20, is that
-    of the VRVM update at ``a = b = 0``, Shutin et al. 2011). ``Sigma``, ``mu`` were computed
-    with ``alpha``."""
-    sd = np.diag(Sigma)
-    return (mu / sd) ** 2 <= 1.0 / sd - alpha
+    the others held, runs off to infinity: those whose fixed point ``s_i^2 / (q_i^2 - s_i)``
+    (Tipping & Faul 2003, eq. 20; that of the VRVM update at ``a = b = 0``, Shutin et al.
+    2011) is infinite, ``q_i^2 <= s_i``, with ``s``, ``q`` of the bases in the model
+    (:func:`~.sequential.in_model_sq`). ``Sigma``, ``mu`` were computed with ``alpha``."""
+    return np.isinf(flat_alpha_array(*in_model_sq(mu, Sigma, alpha)))
 
 
 def regrowing(stats: GramStatistics, active: np.ndarray, mu: np.ndarray, Sigma: np.ndarray,
               beta: float) -> tuple[np.ndarray, np.ndarray]:
-    """Pruned columns with ``q_j^2 > s_j`` against the current ``q(w)`` (computed with
-    ``beta``), ``s_j = beta G_jj - beta^2 G_ja Sigma G_aj``, ``q_j = beta (Phi^T t_j - G_ja mu)``
-    (Tipping & Faul 2003, eqs. 21-22), and their fixed points ``s_j^2 / (q_j^2 - s_j)``."""
+    """Pruned columns whose fixed point (Tipping & Faul 2003, eq. 20) is finite against the
+    current ``q(w)`` (computed with ``beta``), and those fixed points; ``s_j = beta G_jj -
+    beta^2 G_ja Sigma G_aj``, ``q_j = beta (Phi^T t_j - G_ja mu)`` (eqs. 21-22)."""
     out = np.setdiff1d(np.arange(stats.Phit.size), active)
     Goa = stats.G[np.ix_(out, active)]
     s = beta * stats.G[out, out] - beta**2 * np.einsum("ij,jk,ik->i", Goa, Sigma, Goa)
     q = beta * (stats.Phit[out] - Goa @ mu)
-    grow = q**2 > s
-    return out[grow], s[grow] ** 2 / (q[grow] ** 2 - s[grow])
+    alpha = flat_alpha_array(s, q)
+    grow = np.isfinite(alpha)
+    return out[grow], alpha[grow]
 
 
 def gamma_entropy(k, r):

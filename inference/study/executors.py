@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from ..families import REGISTERED
 from .cells import Cell, run_cell
 
 __all__ = ["execute", "dask_client", "Progress"]
@@ -186,17 +187,16 @@ def execute(todo: list[Cell], n_jobs: int, client,
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-_COST = {"nuts": 0, "advi": 1, "fullrank_advi": 1, "vrvm": 2}
-_FAMILY_COST = {"gp": 1}  # its leave-one-out refits the hyperparameters at every point
-
-
 def cost_rank(cell: Cell) -> tuple[int, int]:
-    """Expensive cells first (a longest-first order keeps every worker busy to the end),
-    and within a cost the data sets interleaved split by split (the order of cells in this
-    process and on Dask; local processes take whole :func:`batches`). The order changes no
-    number: every cell has its own seed."""
+    """Expensive cells first (a longest-first order keeps every worker busy to the end; the
+    families' :attr:`~sparsebayes.inference.family.Family.schedule_rank`), and within a cost
+    the data sets interleaved split by split (the order of cells in this process and on
+    Dask; local processes take whole :func:`batches`). The order changes no number: every
+    cell has its own seed."""
     method = cell.method
-    return min(_COST.get(method.method, 3), _FAMILY_COST.get(method.family, 3)), cell.split
+    rank = min((f.schedule_rank.get(method.method, 3) for f in REGISTERED
+                if f.study_name == method.family), default=3)
+    return rank, cell.split
 
 
 def dask_slots(client) -> int:

@@ -11,7 +11,7 @@ import pytest
 
 from sparsebayes.inference import fit
 from sparsebayes.inference.numerics import show_progress
-from sparsebayes.models import GaussianKernel, RVMRegression, SamplingWarning
+from sparsebayes.models import GaussianKernel, RVMClassification, RVMRegression, SamplingWarning
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +46,26 @@ def test_fit_names_unknown_options_and_refuses_tune_0_for_nutpie(problem):
     # nutpie's adaptation asserts tune > 0: a Rust panic (a BaseException) before this
     with pytest.raises(ValueError, match=r"tune must be >= 1 with sampler='nutpie'"):
         fit(problem, "nuts", tune=0, draws=10, chains=1)
+    with pytest.raises(ValueError, match=r"form must be one of \('auto', 'direct', "):
+        fit(problem, "nuts", form="op")
+    with pytest.raises(ValueError, match="form='woodbury' applies to the collapsed regression"):
+        fit(problem, "nuts", form="woodbury", collapsed=False)
+    labels = RVMClassification(problem.X, (problem.t > 0.2).astype(int),
+                               kernel=GaussianKernel(width=3.0))
+    with pytest.raises(ValueError, match="form='woodbury' applies to the collapsed regression"):
+        fit(labels, "nuts", form="woodbury")
+
+
+def test_nuts_samples_the_op_form_on_request(problem):
+    """``form="woodbury"`` samples the closed-form-gradient Op and says so; its draws of
+    ``beta`` agree with the default graph's (the same posterior) within Monte Carlo error."""
+    posts = {form: fit(problem, "nuts", seed=3, draws=500, tune=500, chains=2, form=form,
+                       warn=False) for form in ("woodbury", "auto")}
+    assert posts["woodbury"].attrs["collapsed_form"] == "woodbury"
+    assert posts["auto"].attrs["collapsed_form"] == "woodbury-graph"
+    means = [float(np.log(p["posterior"]["beta"]).mean()) for p in posts.values()]
+    sds = [float(np.log(p["posterior"]["beta"]).std()) for p in posts.values()]
+    assert abs(means[0] - means[1]) < 0.25 * max(sds)
 
 
 def test_advi_progress_and_convergence_message(problem, capfd, caplog):

@@ -29,6 +29,7 @@ BAD = {
     "alpha_min": [-0.1, 1, "tiny"],
     "sampler": ["stan", 3],
     "adaptation": ["full", 1],
+    "form": ["op", 3],
     "likelihood": ["probit", 2],
     "alpha": ["per-row", 0],
     "softmax_bound": ["jensen", 1],
@@ -72,6 +73,17 @@ def test_bad_option_values_are_refused(kind, method, option):
             continue  # a value the spec grammar cannot write (a tuple) or reads otherwise
         with pytest.raises((ValueError, TypeError), match=option):
             st.run_study(data, text, 1, None, progress=False)
+
+
+def test_the_op_form_is_refused_where_it_does_not_apply():
+    """``form`` chooses the collapsed regression likelihood: a classifier's NUTS and the
+    joint model are refused by the same check fit runs."""
+    api.check_fit_options("regression", "nuts", {"form": "woodbury"})
+    for kind, options in (("classification", {"form": "woodbury"}),
+                          ("poisson", {"form": "direct"}),
+                          ("regression", {"form": "woodbury", "collapsed": False})):
+        with pytest.raises(ValueError, match="applies to the collapsed regression model"):
+            api.check_fit_options(kind, "nuts", options)
 
 
 def test_study_refuses_nuts_negative_draws_before_any_cell(tmp_path, monkeypatch, capsys):
