@@ -5,7 +5,8 @@ tests import them from here, never as private names of their modules.
   classifier's Laplace mode by Newton's method (T01 eq. 25), the linearised Gaussian problem
   at a mode (TF03 eq. 14) and the SQUAREM extrapolation of MacKay's re-estimation.
 * :func:`tied_columns`, :func:`tied_objective`: the evidence over tied ARD widths.
-* :func:`width_objective`: minus the evidence over log Gaussian widths (T01 eq. 15).
+* :func:`joint_objective`: minus the evidence (T01 eq. 15) over log Gaussian widths, log
+  precisions of the bases and log noise precision.
 * :class:`JaakkolaJordan`, :class:`Bohning`, :class:`Bouchard`, :func:`check_bound`: the
   VRVM classifier's bounds on the Bernoulli and softmax likelihoods.
 * :func:`gp_regression_lml_and_grad`, :func:`gp_classification_lml_and_grad`,
@@ -18,9 +19,9 @@ from __future__ import annotations
 from .gp.classification import _lml_and_grad as gp_classification_lml_and_grad
 from .gp.classification import _softmax_lml_and_grad as gp_softmax_lml_and_grad
 from .gp.regression import _lml_and_grad as gp_regression_lml_and_grad
+from .rvm.evidence import _joint_objective as joint_objective
 from .rvm.evidence import _tied_columns as tied_columns
 from .rvm.evidence import _tied_objective as tied_objective
-from .rvm.evidence import _width_objective as width_objective
 from .rvm.laplace import _mode as laplace_mode
 from .rvm.laplace import _squarem_step as squarem_step
 from .rvm.laplace import _surrogate as laplace_surrogate
@@ -30,6 +31,6 @@ from .rvm.vrvm_classification import _check_bound as check_bound
 from .rvm.vrvm_classification import _JaakkolaJordan as JaakkolaJordan
 
 __all__ = ["laplace_mode", "laplace_surrogate", "squarem_step", "tied_columns",
-           "tied_objective", "width_objective", "Bouchard", "Bohning", "JaakkolaJordan",
-           "check_bound", "gp_regression_lml_and_grad", "gp_classification_lml_and_grad",
-           "gp_softmax_lml_and_grad"]
+           "tied_objective", "joint_objective", "Bouchard", "Bohning",
+           "JaakkolaJordan", "check_bound", "gp_regression_lml_and_grad",
+           "gp_classification_lml_and_grad", "gp_softmax_lml_and_grad"]

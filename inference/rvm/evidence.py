@@ -80,6 +80,7 @@ __all__ = [
 NOISE_WAIT = 50  # iterations at the initial noise: re-estimating it while the model holds a
 # basis or two lets the noise explain the signal, a poor local optimum (linear-spline sinc)
 NOISE_EVERY = 10  # then it is re-estimated at every NOISE_EVERY-th iteration
+NOISE_STEP = 1e-3  # and taken when ln beta moved more than this (to tol at convergence)
 NEWTON_GAIN = 1e-3  # nats: a re-estimate gaining less gives way to a Newton step on them all
 REFIT_SEARCH_MAX_ITER = 200  # a LOO refit's local-search runs stop here (not kept then)
 # fit_fast's default local search: bases of up to this many columns whose first optimum keeps
@@ -91,8 +92,11 @@ BETA_MAX_FACTOR = 1e6  # beta <= BETA_MAX_FACTOR / var(t): noise sd >= 1e-3 sd(t
 WIDTH_MAX_ROUNDS = 50  # at most this many sparse fits
 WIDTH_ROUND_GAIN = 1e-6  # nats: a round raising the log evidence less than this ends them
 WIDTH_ROUND_WARN = 0.05  # nats: still gaining more than this after max_rounds warns
-WIDTH_STEP_TOL = 1e-4  # a width step moving no log width more than this ends them
-WIDTH_STEP_MAX_ITER = 20  # L-BFGS-B iterations of one width step
+WIDTH_STEP_MAX_ITER = 50  # L-BFGS-B iterations of one joint step (widths, alpha, noise)
+WIDTH_STEP_MAX_ITER_TALL = 20  # the same with 4x more rows than candidate columns: each
+#                                evaluation is a pass over the rows, the sparse fit is not
+WIDTH_STEP_LOG_BOX = 5.0  # a joint step moves no ln alpha further than this
+WIDTH_ROUND_MAX_ITER = 1000  # sparse-fit iterations of one round (rounds end after a converged one)
 
 
 # --------------------------------------------------------------------------------------------
@@ -276,8 +280,9 @@ def _run_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm=N
     priors: converged when nothing is to be added or deleted and every re-estimate changes
     ``ln alpha`` by less than ``tol``, the noise settled.) The noise is held at its initial
     value for ``NOISE_WAIT`` iterations (or until the alphas converge), then re-estimated
-    (T01 eq. 46; an exact recompute) at every ``NOISE_EVERY``-th iteration, at convergence
-    (a change above ``tol`` in ``ln beta`` cancels it) and in every Newton step.
+    (T01 eq. 46) at every ``NOISE_EVERY``-th iteration, taken when ``ln beta`` moved more
+    than ``NOISE_STEP`` (each change is an exact O(N M^2) recompute), and at convergence (a
+    change above ``tol`` in ``ln beta`` cancels it); and in every Newton step.
     Candidates nearly collinear with a basis in the model (cosine above ``ALIGNMENT_SKIP``,
     SparseBayes v2's alignment test) are set aside: on dense inputs they would only move a
     centre by a tiny hop each (add, trade the weight, delete) — hundreds of iterations that
@@ -314,7 +319,7 @@ def _run_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm=N
         if estimate_noise and not hold and action != "newton" and (
                 it == noise_from or it % NOISE_EVERY == 0 or done):
             new_beta = _noise_update(data.n, state.rss(), state.gamma(), prior, beta_max)
-            if abs(np.log(new_beta / beta)) > tol:
+            if abs(np.log(new_beta / beta)) > (tol if done else NOISE_STEP):
                 state.rescale(new_beta / beta)
                 beta = noise.beta = new_beta
                 trace.append(state.log_evidence())
@@ -404,17 +409,25 @@ def _width_gradient(b: Basis, X, t, cols, mu, Sigma, beta: float) -> np.ndarray:
     return grad_eta
 
 
-def _width_objective(log_width, basis, X, t, cols, alpha, beta):
-    """Minus the evidence over log Gaussian widths at fixed alpha, beta, and its gradient
-    (T01 App. C, :func:`_width_gradient`). Two passes over row chunks: the statistics of
-    the columns in the model, then the gradient."""
-    b = with_log_width(basis, log_width)
+def _joint_objective(p, basis, X, t, cols, n_width: int, beta_fixed: float | None):
+    """Minus the log evidence (T01 eq. 15) of the columns ``cols`` and its gradient in
+    ``p = [ln r (n_width), ln alpha (cols.size), ln beta (unless beta_fixed)]``: the widths
+    by T01 App. C (:func:`_width_gradient`), ``dL/d ln alpha_i = 1/2 (1 - alpha_i (mu_i^2 +
+    Sigma_ii))`` and ``dL/d ln beta = 1/2 [N - beta (||t - Phi mu||^2 + tr(Sigma Phi^T
+    Phi))]`` (App. A, eqs. 42 and 45). Two passes over row chunks: the statistics of the
+    columns, then the widths' gradient."""
+    alpha = np.exp(p[n_width:n_width + cols.size])
+    beta = beta_fixed if beta_fixed is not None else float(np.exp(p[-1]))
+    b = with_log_width(basis, p[:n_width])
     stats = gram_statistics(b, X, t, columns=cols)
     mu, Sigma, L = gram_weight_posterior(stats.G, stats.Phit, alpha, beta)
-    L_val = evidence_from_factor(stats.n, beta, alpha, L, stats.rss(np.arange(cols.size), mu),
-                                 mu)
-    grad = log_width_gradient(b.kernel, _width_gradient(b, X, t, cols, mu, Sigma, beta))
-    return -L_val, -grad
+    rss = stats.rss(np.arange(cols.size), mu)
+    value = evidence_from_factor(stats.n, beta, alpha, L, rss, mu)
+    grad = [log_width_gradient(b.kernel, _width_gradient(b, X, t, cols, mu, Sigma, beta)),
+            0.5 * (1.0 - alpha * (mu**2 + np.diag(Sigma)))]
+    if beta_fixed is None:
+        grad.append([0.5 * (stats.n - beta * (rss + np.sum(Sigma * stats.G)))])
+    return -value, -np.concatenate(grad)
 
 
 def widths_on_bounds(width, log_bounds) -> tuple[int, int]:
@@ -635,11 +648,16 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
            max_rounds: int | None = None, width_bounds=None,
            local_search: bool | None = False) -> _Solution:
     """Run ``algorithm`` ("fast" or "mackay"). With ``learn_width``, rounds of: the sparse fit
-    (warm from the last round), then L-BFGS-B steps on the log widths at its alpha and noise
-    (coordinate ascent on the evidence; Tipping §4.3 interleaves the two in the same way),
-    the widths within ``width_bounds`` (see :func:`fit_fast`); until a round raises the
-    sparse fit's log evidence by less than ``WIDTH_ROUND_GAIN`` nats, or after
-    ``max_rounds`` (default ``WIDTH_MAX_ROUNDS``) sparse fits (a NumericalWarning then,
+    (warm from the last round; the fast algorithm at the last round's noise, for at most
+    ``WIDTH_ROUND_MAX_ITER`` iterations), then one joint L-BFGS-B step (at most
+    ``WIDTH_STEP_MAX_ITER`` iterations, ``WIDTH_STEP_MAX_ITER_TALL`` when the rows outnumber
+    the candidate columns 4 to 1) on the log widths,
+    the log alpha of the bases in the model and the log noise precision
+    (:func:`_joint_objective`; Tipping §4.3 interleaves the widths with the sparse fit in
+    the same way), the widths within ``width_bounds`` (see :func:`fit_fast`); until a
+    converged sparse fit raises the log evidence by less than ``WIDTH_ROUND_GAIN`` nats (so
+    the result is a fixed point of the sparse fit at the widths returned), or
+    after ``max_rounds`` (default ``WIDTH_MAX_ROUNDS``) sparse fits (a NumericalWarning then,
     when the last round still gained more than ``WIDTH_ROUND_WARN`` nats). One
     width per input (ARD): the rounds start from :func:`_tied_start`, not from the problem's
     widths, so the result does not depend on them."""
@@ -674,8 +692,12 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
                 beta = 1.0 / problem.noise_sd**2 if not estimate_noise else 1.0 / (0.1 * var_t)
             beta = min(beta, beta_max)
         if algorithm == "fast":
+            # with learned widths a round's sparse fit stops after WIDTH_ROUND_MAX_ITER
+            # iterations (the joint step and the next round go on from there)
             fitted, runs = _converge_fast(data, prior, beta, estimate_noise, beta_max,
-                                          max_iter, tol, warm, local_search,
+                                          min(max_iter, WIDTH_ROUND_MAX_ITER)
+                                          if problem.learn_width else max_iter,
+                                          tol, warm, local_search,
                                           problem.basis.n_columns, problem.learn_width)
             search_runs += runs
             if fitted.n_aligned:
@@ -695,22 +717,28 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
         if not problem.learn_width:
             break
         gain, last = tr[-1] - last, tr[-1]
-        if gain < WIDTH_ROUND_GAIN:
+        if gain < WIDTH_ROUND_GAIN and converged:
             width_converged = True
             break
         if rounds == max_rounds:
             break
         x0 = np.log(np.atleast_1d(np.asarray(basis.kernel.width, float)))
+        nw, la = x0.size, np.log(alpha)
+        p0 = np.concatenate([x0, la, [np.log(beta)] if estimate_noise else []])
         res = optimize.minimize(
-            _width_objective, x0, jac=True, method="L-BFGS-B",
-            args=(basis, X, t, active, alpha, beta), bounds=log_bounds,
-            options={"maxiter": WIDTH_STEP_MAX_ITER})
-        basis = with_log_width(basis, res.x)
+            _joint_objective, p0, jac=True, method="L-BFGS-B",
+            args=(basis, X, t, active, nw, None if estimate_noise else beta),
+            bounds=(list(log_bounds) + [(v - WIDTH_STEP_LOG_BOX, v + WIDTH_STEP_LOG_BOX)
+                                        for v in la]
+                    + ([(None, np.log(beta_max))] if estimate_noise else [])),
+            options={"maxiter": WIDTH_STEP_MAX_ITER_TALL if X.shape[0] > 4 * basis.n_columns
+                     else WIDTH_STEP_MAX_ITER, "ftol": 1e-15, "gtol": 1e-9})
+        alpha = np.exp(res.x[nw:nw + active.size])
+        if estimate_noise:
+            beta = min(float(np.exp(res.x[-1])), beta_max)
+        basis = with_log_width(basis, res.x[:nw])
         trace.append(-float(res.fun))
         warm = (active, alpha, beta)
-        if np.max(np.abs(res.x - x0)) < WIDTH_STEP_TOL:
-            width_converged = True
-            break
     if not width_converged and gain > WIDTH_ROUND_WARN:
         notes.append(f"the kernel widths were still moving after max_rounds={max_rounds} "
                      f"rounds of sparse fit and width step (the last raised the log evidence "

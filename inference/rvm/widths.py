@@ -172,8 +172,10 @@ def log_width_gradient(kernel: GaussianKernel, grad_eta: np.ndarray) -> np.ndarr
 def eta_gradient(W: np.ndarray, X: np.ndarray, centres: np.ndarray) -> np.ndarray:
     """``dL/d eta_d = -sum_nm W_nm (x_nd - c_md)^2`` for Gaussian columns
     ``exp(-sum_d eta_d (x_d - c_d)^2)``, where ``W = D * Phi`` on those columns and ``D =
-    dL/dPhi`` (T01 eqs. 56-57)."""
-    grad = np.zeros(X.shape[1])
-    for d in range(X.shape[1]):
-        grad[d] = -np.sum(W * sq_distances(X[:, d : d + 1], centres[:, d : d + 1]))
-    return grad
+    dL/dPhi`` (T01 eqs. 56-57), expanded as ``sum_n x_nd^2 (W 1)_n - 2 sum_n x_nd (W C)_nd
+    + sum_m c_md^2 (W^T 1)_m``: one product ``W C`` for every input, with ``x`` and ``c``
+    taken from their common mean (less cancellation between the terms)."""
+    shift = X.mean(axis=0)
+    Xs, Cs = X - shift, centres - shift
+    return -(Xs**2).T @ W.sum(axis=1) + 2.0 * np.einsum("nd,nd->d", Xs, W @ Cs) \
+        - (Cs**2).T @ W.sum(axis=0)

@@ -13,7 +13,7 @@ from sparsebayes.inference.rvm.evidence import (
     log_evidence,
     optimal_alpha,
 )
-from sparsebayes.inference.testing import width_objective
+from sparsebayes.inference.testing import joint_objective
 from sparsebayes.models import (
     ConvergenceWarning,
     GammaPrior,
@@ -277,17 +277,17 @@ def test_tipping_43_learned_ard_widths(method):
 
 
 def test_width_gradient_matches_finite_differences():
-    """App. C eqs. (53)-(57) against central differences of the Cholesky evidence."""
+    """App. C eqs. (53)-(57) (widths) and App. A eq. (42) (ln alpha) against differences of
+    the Cholesky evidence."""
     X, _, t = tipping_43_data(n=40)
     problem = RVMRegression(X, t, kernel=GaussianKernel((2.0, 5.0)), extra_columns=("linear",))
     basis = problem.basis
     cols = np.array([0, 3, 8, 17, 25, 40, 41])
     alpha = np.linspace(0.5, 3.0, cols.size)
-    x0 = np.log([2.0, 5.0])
-    _, grad = width_objective(x0, basis, X, t, cols, alpha, 50.0)
+    x0 = np.log(np.concatenate([[2.0, 5.0], alpha]))  # ln r, then ln alpha
+    _, grad = joint_objective(x0, basis, X, t, cols, 2, 50.0)
     num = optimize.approx_fprime(
-        x0, lambda v: width_objective(v, basis, X, t, cols, alpha, 50.0)[0],
-        1e-6)
+        x0, lambda v: joint_objective(v, basis, X, t, cols, 2, 50.0)[0], 1e-6)
     np.testing.assert_allclose(grad, num, rtol=1e-4, atol=1e-6)
 
 

@@ -212,7 +212,9 @@ def test_learned_widths_follow_the_inputs_order_and_units(friedman_fits):
 def test_reported_evidence_is_eq15_at_the_returned_widths(friedman_fits):
     """The log evidence reported equals T01 eq. (15) evaluated densely (SciPy's N x N
     Gaussian density) at the returned widths, alpha and beta, the design rebuilt with
-    scikit-learn's rbf_kernel on inputs scaled by 1 / width (gamma = 1): to 1e-8."""
+    scikit-learn's rbf_kernel on inputs scaled by 1 / width (gamma = 1): to 1e-6 (the
+    weights' precisions reach 1e-6 here, so C's condition number, ~1e8, limits the dense
+    reference itself: SciPy's density and slogdet with a solve differ by ~2e-7)."""
     X, t, _, _ = friedman1(0)
     post = friedman_fits[0]["post"]
     g = post["gaussian_posterior"]
@@ -224,7 +226,7 @@ def test_reported_evidence_is_eq15_at_the_returned_widths(friedman_fits):
     assert np.sum(idx < 0) == int("bias" in post["posterior"]["basis"].values)
     C = np.eye(t.size) / beta + (Phi / alpha) @ Phi.T
     direct = stats.multivariate_normal(np.zeros(t.size), C).logpdf(t)
-    assert post.attrs["log_evidence"] == pytest.approx(direct, abs=1e-8)
+    assert post.attrs["log_evidence"] == pytest.approx(direct, abs=1e-6)
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from sklearn.neighbors import NearestNeighbors
 from sparsebayes.inference import fit
 from sparsebayes.inference.rvm import evidence
 from sparsebayes.inference.rvm.widths import default_width_bounds, estimator_ard_bounds
-from sparsebayes.inference.testing import width_objective
+from sparsebayes.inference.testing import joint_objective
 from sparsebayes.models import GaussianKernel, NumericalWarning, RVMRegression
 
 
@@ -47,25 +47,28 @@ def test_default_ard_floor_is_the_joint_space_floor():
     assert default_width_bounds(np.ones((5, 3)), ard=True) is None
 
 
-def test_ard_width_objective_is_eq15_and_its_gradient_matches_finite_differences():
-    """:func:`width_objective` with one width per input: its value is minus T01 eq. (15)
-    (SciPy's dense Gaussian density), its gradient in ``ln r_k`` (App. C eqs. 53-57 through
-    the chain rule) equals central differences."""
+@pytest.mark.parametrize("noise_fixed", [False, True])
+def test_joint_objective_is_eq15_and_its_gradient_matches_finite_differences(noise_fixed):
+    """:func:`joint_objective` (a width round's step) with one width per input: its value
+    is minus T01 eq. (15) of the columns (SciPy's dense Gaussian density), its gradient in
+    ``ln r_k`` (App. C eqs. 53-57 through the chain rule), ``ln alpha`` and ``ln beta``
+    (App. A eqs. 42, 45) equals central differences."""
     X, t = relevant_and_irrelevant(60, seed=1)
     basis = ard_problem(X, t).basis
     cols = np.array([0, 3, 10, 25, 40, 59])  # the bias and five kernel columns
     alpha = np.array([0.5, 2.0, 1.0, 3.0, 0.7, 1.5])
     beta = 30.0
-    x0 = np.log([1.3, 4.0])
-    value, grad = width_objective(x0, basis, X, t, cols, alpha, beta)
-    Phi = basis.with_kernel(GaussianKernel(np.exp(x0))).design(X, columns=cols)
+    x0 = np.log(np.concatenate([[1.3, 4.0], alpha] + ([] if noise_fixed else [[beta]])))
+    fixed = beta if noise_fixed else None
+    value, grad = joint_objective(x0, basis, X, t, cols, 2, fixed)
+    Phi = basis.with_kernel(GaussianKernel(np.exp(x0[:2]))).design(X, columns=cols)
     C = np.eye(t.size) / beta + (Phi / alpha) @ Phi.T
     assert -value == pytest.approx(stats.multivariate_normal(np.zeros(t.size), C).logpdf(t),
                                    rel=1e-10)
     h = 1e-5
-    num = [(width_objective(x0 + h * e, basis, X, t, cols, alpha, beta)[0]
-            - width_objective(x0 - h * e, basis, X, t, cols, alpha, beta)[0]) / (2 * h)
-           for e in np.eye(2)]
+    num = [(joint_objective(x0 + h * e, basis, X, t, cols, 2, fixed)[0]
+            - joint_objective(x0 - h * e, basis, X, t, cols, 2, fixed)[0]) / (2 * h)
+           for e in np.eye(x0.size)]
     np.testing.assert_allclose(grad, num, rtol=1e-6, atol=1e-8)
 
 
