@@ -648,7 +648,7 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
            max_rounds: int | None = None, width_bounds=None,
            local_search: bool | None = False) -> _Solution:
     """Run ``algorithm`` ("fast" or "mackay"). With ``learn_width``, rounds of: the sparse fit
-    (warm from the last round; the fast algorithm at the last round's noise, for at most
+    (warm from the last round's bases, alpha and noise; the fast algorithm for at most
     ``WIDTH_ROUND_MAX_ITER`` iterations), then one joint L-BFGS-B step (at most
     ``WIDTH_STEP_MAX_ITER`` iterations, ``WIDTH_STEP_MAX_ITER_TALL`` when the rows outnumber
     the candidate columns 4 to 1) on the log widths,

@@ -272,14 +272,14 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
     cores = min(chains, 2) if cores is None else check_positive_int("cores", cores)
     if collapsed is None:
         collapsed = True
-    check_form(form, collapsed and gaussian_noise(problem))
+    woodbury = collapsed and gaussian_noise(problem)  # the collapsed regression model
+    check_form(form, woodbury)
     prior = _check_prior(problem, prior, "NUTS")
     N = problem.X.shape[0]
     M = problem.basis.n_columns
     K = getattr(problem, "n_classes", 1)  # class count: 1 for the other problems
     n_out = K if K > 2 or likelihood == "softmax" else 1
     n_params = M * n_out * (1 if collapsed else 2) + 1
-    woodbury = collapsed and gaussian_noise(problem)
     cost = mcmc_cost(N, M, n_params, draws, tune, chains, collapsed=woodbury, cores=cores)
     if cost > max_seconds:
         warn_user(
@@ -310,7 +310,7 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
         "noise_fixed": int(_noise_fixed(problem)),
         "hyperparameters": "sampled",
     }
-    if collapsed and gaussian_noise(problem):
+    if woodbury:
         attrs["collapsed_form"] = model.rvm_info["form"]
     dt = _assemble(problem, model, alpha=alpha, beta=beta, w=w, extra_stats=stats,
                    attrs=attrs, rng=rng)
