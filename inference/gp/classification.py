@@ -49,7 +49,6 @@ from scipy.special import expit, log_expit, log_softmax, logsumexp, softmax
 
 from sparsebayes.models import ConvergenceWarning, GPClassification, NumericalWarning
 from sparsebayes.models.gp import se_ard_covariance
-from sparsebayes.models.kernels import sq_distances
 
 from .. import samplers
 from ..numerics import (
@@ -184,15 +183,14 @@ def _lml_and_grad(theta: np.ndarray, X: np.ndarray, t: np.ndarray, f0=None):
     # dW/df = pi (1 - pi)(1 - 2 pi) (= -d^3 log p / df^3)
     dW = pi * (1 - pi) * (1 - 2 * pi)
     s2 = -0.5 * (np.diag(K) - np.einsum("ij,ij->j", C, C)) * dW
-    grad = np.empty(d + 1)
-    dK = [K * (sq_distances(X[:, [k]], X[:, [k]]) / ls[k] ** 2) for k in range(d)]
-    dK.append(2.0 * K)
-    for j, Cj in enumerate(dK):
-        s1 = 0.5 * a @ (Cj @ a) - 0.5 * np.sum(R * Cj)
-        b = Cj @ a  # Cj grad log p(y|f)
-        s3 = b - K @ (R @ b)
-        grad[j] = s1 + s2 @ s3
-    return mode.log_z, grad, mode.f
+    # for each dK_j: s1 = (a^T dK_j a - tr(R dK_j)) / 2 and s2^T (I - K R) dK_j a = u^T dK_j a
+    # with u = (I - R K) s2, so the gradient is 1/2 sum_ij W_ij dK_j,ij with
+    # W = a a^T - R + u a^T + a u^T
+    u = s2 - R @ (K @ s2)
+    W = np.outer(a, a) - R + np.outer(u, a)
+    W += np.outer(a, u)
+    g_ls, g_sf = type2.se_ard_gradient(W * K, X / ls)
+    return mode.log_z, np.append(g_ls, g_sf), mode.f
 
 
 def log_marginal_likelihood(X, y, length_scale, signal_sd: float) -> float:
@@ -698,14 +696,14 @@ def _softmax_lml_and_grad(theta, X, codes, C, F0=None):
     # d W_i / d f_ik = diag(q) - q p^T - p q^T with q = p_ik (e_k - p_i)
     s2 = -0.5 * P * (dg - np.sum(dg * P, axis=1, keepdims=True)
                      - 2 * (Sp - np.sum(Sp * P, axis=1, keepdims=True)))
-    dK = [K * (sq_distances(X[:, [k]], X[:, [k]]) / ls[k] ** 2) for k in range(d)]
-    dK.append(2.0 * K)
-    grad = np.empty(d + 1)
-    for j, Kj in enumerate(dK):
-        b = Kj @ a  # K_j (y - pi), per class
-        explicit = 0.5 * np.sum(a * b) - 0.5 * np.einsum("cij,ij->", R_diag, Kj)
-        grad[j] = explicit + np.sum(s2 * (b - K @ r_apply(b)))
-    return mode.log_z, grad, F
+    # for each dK_j: (sum_c a_c^T dK_j a_c - sum_c tr(R_c dK_j)) / 2 explicitly and
+    # <s2, (I - K R) dK_j a> = <U, dK_j a> through the mode, U = s2 - R K s2 (R symmetric),
+    # so the gradient is 1/2 sum_ij W_ij dK_j,ij with W = a a^T - sum_c R_c + U a^T + a U^T
+    U = s2 - r_apply(K @ s2)
+    W = a @ a.T - R_diag.sum(axis=0) + U @ a.T
+    W += a @ U.T
+    g_ls, g_sf = type2.se_ard_gradient(W * K, X / ls)
+    return mode.log_z, np.append(g_ls, g_sf), F
 
 
 def _marginal_blocks(K: np.ndarray, E: np.ndarray, G: np.ndarray) -> np.ndarray:

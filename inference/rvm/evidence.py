@@ -309,10 +309,9 @@ def _run_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm=N
     for it in range(1, max_iter + 1):
         hold = estimate_noise and it < noise_from
         action, gain, done = state.step(tol, newton, None if hold else noise)
-        if action == "newton":
-            beta = noise.beta if noise is not None else beta
-            trace.append(state.log_evidence())
-        elif gain:
+        if action == "newton" and noise is not None:
+            beta = noise.beta
+        if gain:
             trace.append(trace[-1] + gain)
         if done and hold:  # converged at the initial noise: its turn now
             noise_from, hold = it, False

@@ -740,12 +740,10 @@ class SequentialSparseBayes:
             i, new_i, gain_i = choice
             reestimate = not self.excluded[i] and math.isfinite(new_i)
         if newton and reestimate and gain_i < newton:
-            before = self.log_evidence()
-            accepted, small = self.newton_step(tol, noise)
+            accepted, small, change = self.newton_step(tol, noise)
             if accepted:
                 self._newton_small = small
-                return ("newton", self.log_evidence() - before,
-                        small and not self.switch_pending())
+                return "newton", change, small and not self.switch_pending()
         self._newton_small = False
         if self.excluded[i]:
             partner = self.is_aligned(i)
@@ -782,14 +780,15 @@ class SequentialSparseBayes:
         """Up to ``max_steps`` :meth:`newton_step` s; True when the last one was below
         ``tol`` in every coordinate."""
         for _ in range(max_steps):
-            accepted, small = self.newton_step(tol, noise)
+            accepted, small, _ = self.newton_step(tol, noise)
             if not accepted:
                 return False
             if small:
                 return True
         return False
 
-    def newton_step(self, tol: float, noise: Noise | None = None) -> tuple[bool, bool]:
+    def newton_step(self, tol: float, noise: Noise | None = None
+                    ) -> tuple[bool, bool, float]:
         """One Newton step on ``ln alpha`` of the bases in the model (and on ``ln beta``
         when ``noise`` is given: regression, ``B = beta I``), with the set fixed: the
         gradient of T01 eq. 15 is ``(1 - alpha_i (Sigma_ii + mu_i^2)) / 2`` and its Hessian
@@ -802,9 +801,11 @@ class SequentialSparseBayes:
         (saddle-free Newton), and the step is halved until it does not lower the objective;
         ``alpha_i`` stays below ``POLISH_ALPHA_MAX phi_i^T B phi_i`` and
         ``beta`` below ``noise.beta_max`` (``noise.beta`` is updated). Returns (accepted,
-        below ``tol`` in every coordinate); not accepted: the state is unchanged.
+        below ``tol`` in every coordinate, the change in T01 eq. 15); not accepted: the state
+        is unchanged.
         """
-        before = self._polish_objective(noise)
+        evidence = self.log_evidence()
+        before = evidence + self._noise_prior(noise)
         a, Sg, mu = self.alpha, self.Sigma, self.mu
         m2 = np.diag(Sg) + mu * mu
         grad = 0.5 * (1.0 - a * m2)
@@ -835,14 +836,15 @@ class SequentialSparseBayes:
                 noise.beta = min(beta0 * math.exp(step[-1]), noise.beta_max)
                 self._scale(noise.beta / beta0)
             self.recompute()
-            after = self._polish_objective(noise)
+            change = self.log_evidence() - evidence
+            after = evidence + change + self._noise_prior(noise)
             if np.isfinite(after) and after >= before - 1e-12 * abs(before):
-                return True, bool(np.max(np.abs(step)) < tol)
+                return True, bool(np.max(np.abs(step)) < tol), change
             if with_noise:  # B back first: the snapshot holds cross at the old B
                 self._scale(beta0 / noise.beta)
                 noise.beta = beta0
             self.restore(snap)
-        return False, False
+        return False, False, 0.0
 
     def noise_derivatives(self, noise: Noise) -> tuple[float, np.ndarray, float]:
         """Regression (``B = beta I``): the derivative of T01 eq. 15 plus the noise prior
@@ -865,11 +867,10 @@ class SequentialSparseBayes:
             - noise.d * beta
         return float(g), h_b, float(h_bb)
 
-    def _polish_objective(self, noise: Noise | None) -> float:
-        value = self.log_evidence()
-        if noise is not None:
-            value += noise.c * math.log(noise.beta) - noise.d * noise.beta
-        return value
+    @staticmethod
+    def _noise_prior(noise: Noise | None) -> float:
+        """The noise prior's ``c ln beta - d beta`` (0 without a noise re-estimate)."""
+        return 0.0 if noise is None else noise.c * math.log(noise.beta) - noise.d * noise.beta
 
     def log_evidence(self) -> float:
         """ln N(t | 0, B^-1 + Phi A^-1 Phi^T) at the current state (T01 eqs. 36-41 with B)."""
