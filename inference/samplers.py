@@ -1,6 +1,7 @@
 """PyMC's samplers for every model of the library: NUTS through nutpie, PyMC, NumPyro or
-BlackJAX, a cache of compiled nutpie samplers (data of the same shapes reuse one), sample
-statistics under one set of names, and convergence diagnostics (Vehtari et al. 2021)."""
+BlackJAX, caches of compiled nutpie samplers and ADVI step functions (data of the same
+shapes reuse one), sample statistics under one set of names, and convergence diagnostics
+(Vehtari et al. 2021)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ KEEP_STATS = ("diverging", "tree_depth", "step_size", "energy", "lp", "n_steps",
 
 class CompiledSamplers:
     """nutpie's compiled samplers by model key (the model and its data shapes): a model of
-    a key seen before reuses its sampler with the new model's data."""
+    a key seen before reuses its sampler with the new model's data. A key of ``None`` (a
+    model with constants besides its ``pm.Data``) is compiled afresh and not kept."""
 
     def __init__(self) -> None:
         self._kept: dict = {}  # key -> (compiled sampler, the model it was compiled from)
@@ -47,7 +49,7 @@ class CompiledSamplers:
         """nutpie's compiled sampler of ``model`` and the compile time (0 when reused)."""
         import nutpie
 
-        if key in self._kept:
+        if key is not None and key in self._kept:
             compiled, first = self._kept[key]
             known = {v.name for v in compiled.shared_var_keys}
             data = {v.name: v.get_value() for v in model.data_vars}
@@ -58,19 +60,135 @@ class CompiledSamplers:
                 first[name].set_value(value)
             return compiled.with_data(**{k: v for k, v in data.items() if k in known}), 0.0
         start = time.perf_counter()
-        with compiling(f"nutpie's NUTS sampler of a {key[0]} model of this shape"):
+        with compiling(f"nutpie's NUTS sampler of a {_kind(model)} model of this shape"):
             compiled = nutpie.compile_pymc_model(model)
         elapsed = time.perf_counter() - start
-        self._kept[key] = (compiled, model)
+        if key is not None:
+            self._kept[key] = (compiled, model)
         return compiled, elapsed
 
 
+def _kind(model) -> str:
+    return getattr(model, "rvm_info", {}).get("kind", "PyMC")
+
+
+class VIRun:
+    """One compiled ADVI of a model (``method`` "advi": ``pm.MeanField``, "fullrank_advi":
+    ``pm.FullRank``; Kucukelbir et al. 2017): PyMC's step function (one Adam step of the
+    ELBO's Monte Carlo gradient under ``optimizer``, returning the loss) compiled once, and
+    reset for every fit: ``q`` at the fit's start, the optimiser's state at its initial
+    values and the step's random generators reseeded, so a reused run and a fresh one
+    iterate alike."""
+
+    def __init__(self, model, method: str, optimizer) -> None:
+        from pymc import variational
+
+        self.model = model
+        self.family = variational.MeanField if method == "advi" else variational.FullRank
+        with model:
+            inference = variational.KLqp(self.family(model=model))
+        self.approx = inference.approx
+        for group in self.approx.groups:
+            group.include_transformed = False  # as pm.fit leaves them
+        self.step = inference.objective.step_function(score=True, obj_optimizer=optimizer)
+        shared = self.step.get_shared()
+        data = {v.name for v in model.data_vars}
+        params = set(self.approx.params)
+        self.rngs = [v for v in shared
+                     if isinstance(v.get_value(borrow=True), np.random.Generator)]
+        self.optimizer_state = [(v, np.copy(v.get_value())) for v in shared
+                                if v.name not in data and v not in params
+                                and v not in self.rngs]
+        self._logp = None
+
+    def set_data(self, model) -> None:
+        """The data (every ``pm.Data``) of ``model``, a model of the same key."""
+        for v in model.data_vars:
+            self.model[v.name].set_value(v.get_value())
+
+    def reset(self, start: dict, seed: int) -> None:
+        """``q`` where a fresh approximation from ``start`` begins, the optimiser's state at
+        its initial values, the step's random generators seeded from ``seed``."""
+        fresh = self.family(start=start, model=self.model)
+        for param, value in zip(self.approx.params, fresh.params, strict=True):
+            param.set_value(value.get_value())
+        for var, value in self.optimizer_state:
+            var.set_value(np.copy(value))
+        for var, child in zip(self.rngs, np.random.SeedSequence(seed).spawn(len(self.rngs)),
+                              strict=True):
+            var.set_value(np.random.Generator(np.random.PCG64(child)), borrow=True)
+
+    def iterate(self, max_iter: int, callback, progressbar: bool, what: str) -> np.ndarray:
+        """Up to ``max_iter`` steps; ``callback(approx, losses, i)`` after each may end them
+        by ``StopIteration`` (as a ``pm.fit`` callback). Returns the losses (-ELBO); a NaN
+        loss raises ``FloatingPointError``."""
+        from tqdm.auto import tqdm
+
+        losses = np.empty(max_iter)
+        n = 0
+        with tqdm(total=max_iter, desc=what, disable=not progressbar, leave=False) as bar:
+            try:
+                for i in range(max_iter):
+                    loss = float(self.step())
+                    if np.isnan(loss):
+                        raise FloatingPointError(f"{what}: NaN loss at iteration {i + 1}")
+                    losses[i] = loss
+                    n = i + 1
+                    if n % 100 == 0:
+                        bar.update(100)
+                        bar.set_postfix_str(f"-ELBO {np.mean(losses[max(0, n - 1000):n]):,.5g}")
+                    callback(self.approx, losses[:n], n)
+            except StopIteration:
+                pass
+        return losses[:n]
+
+    def logp(self):
+        """The model's joint log density in the unconstrained space, Jacobians included
+        (``model.compile_logp(jacobian=True)``), compiled once; it reads the current data."""
+        if self._logp is None:
+            self._logp = self.model.compile_logp(jacobian=True)
+        return self._logp
+
+
+class CompiledVI:
+    """:class:`VIRun` s by key (the method, the learning rate and the model key of
+    :class:`CompiledSamplers`): a fit of a key seen before sets its data on the kept run."""
+
+    def __init__(self) -> None:
+        self._kept: dict = {}
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def clear(self) -> None:
+        self._kept.clear()
+
+    def run(self, model, key, method: str, optimizer) -> tuple[VIRun, float]:
+        """The kept run of ``key`` holding ``model``'s data (or a new one; ``key=None``: new
+        and not kept) and the compile time (0 when reused). ``optimizer(model)``: the
+        step's ``obj_optimizer``."""
+        if key is not None and key in self._kept:
+            run = self._kept[key]
+            run.set_data(model)
+            return run, 0.0
+        start = time.perf_counter()
+        name = "ADVI" if method == "advi" else "full-rank ADVI"
+        with compiling(f"{name}'s step function of a {_kind(model)} model of this shape"):
+            run = VIRun(model, method, optimizer(model))
+        if key is not None:
+            self._kept[key] = run
+        return run, time.perf_counter() - start
+
+
 COMPILED = CompiledSamplers()  # the samplers every fit of this process shares
+COMPILED_VI = CompiledVI()  # the same for ADVI
 
 
 def clear_compiled() -> None:
-    """Forget every compiled nutpie sampler (the next fit of each model compiles afresh)."""
+    """Forget every compiled nutpie sampler and ADVI step function (the next fit of each
+    model compiles afresh)."""
     COMPILED.clear()
+    COMPILED_VI.clear()
 
 
 def check_tune(tune, sampler: str) -> int:

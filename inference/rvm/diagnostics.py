@@ -151,14 +151,14 @@ def vrvm_classification_khat(Phi: np.ndarray, lik, prior, state, *, seed=None,
                                                     draws=draws)[1])
 
 
-def pymc_vi_log_ratios(approx, model, *, seed=None, draws: int = KHAT_DRAWS
+def pymc_vi_log_ratios(approx, model, *, seed=None, draws: int = KHAT_DRAWS, logp=None
                        ) -> tuple[np.ndarray, np.ndarray]:
     """Draws (``draws``, d) of a PyMC mean-field or full-rank ADVI approximation (``pm.fit``;
     Kucukelbir et al. 2017) in the model's unconstrained space, ``theta = mean + L z`` (``L``
     diagonal with the fitted standard deviations, or the fitted Cholesky factor), and their
     log importance ratios against the model's joint log density there, Jacobians of the
-    transforms included (``model.compile_logp(jacobian=True)``), as Yao et al. (2018) §3
-    prescribe."""
+    transforms included (``model.compile_logp(jacobian=True)``, or ``logp`` if given: that
+    function compiled before), as Yao et al. (2018) §3 prescribe."""
     if len(approx.groups) != 1:
         raise ValueError("pymc_vi_log_ratios takes a single-group approximation (pm.fit's ADVI)")
     group = approx.groups[0]
@@ -173,7 +173,7 @@ def pymc_vi_log_ratios(approx, model, *, seed=None, draws: int = KHAT_DRAWS
     z = _rng(seed).standard_normal((draws, mean.size))
     theta = mean + z @ L.T
     log_q = -0.5 * np.sum(z * z, axis=1) - logdet - 0.5 * mean.size * LOG_2PI
-    logp = model.compile_logp(jacobian=True)
+    logp = model.compile_logp(jacobian=True) if logp is None else logp
     log_p = np.empty(draws)
     for s in range(draws):  # one compiled call per draw (a vectorised graph was slower)
         log_p[s] = logp({name: theta[s, slc].reshape(shape)
@@ -181,6 +181,6 @@ def pymc_vi_log_ratios(approx, model, *, seed=None, draws: int = KHAT_DRAWS
     return theta, log_p - log_q
 
 
-def pymc_vi_khat(approx, model, *, seed=None, draws: int = KHAT_DRAWS) -> float:
+def pymc_vi_khat(approx, model, *, seed=None, draws: int = KHAT_DRAWS, logp=None) -> float:
     """:func:`psis_khat` of :func:`pymc_vi_log_ratios`."""
-    return psis_khat(pymc_vi_log_ratios(approx, model, seed=seed, draws=draws)[1])
+    return psis_khat(pymc_vi_log_ratios(approx, model, seed=seed, draws=draws, logp=logp)[1])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import NamedTuple
 
 import numpy as np
 import xarray as xr
@@ -23,9 +24,8 @@ from sparsebayes.models.pymc_models import check_form, check_proper, regression_
 
 from ..likelihoods import likelihood_of
 from ..numerics import check_positive_int, one_blas_thread, show_progress, warn_user
-from ..progress import quiet
 from ..results import gaussian_log_likelihood, make_datatree, relevance_counts
-from ..samplers import SAMPLERS, check_tune, diagnose, run_sampler
+from ..samplers import COMPILED_VI, SAMPLERS, check_tune, diagnose, run_sampler
 from .diagnostics import pymc_vi_khat
 
 __all__ = [
@@ -211,6 +211,33 @@ def _model_for(problem, prior, collapsed, likelihood, form="auto"):
     return problem.pymc_model(prior=prior, likelihood=likelihood, collapsed=collapsed)
 
 
+class CompiledKey(NamedTuple):
+    """What a compiled model depends on besides its ``pm.Data`` (see :func:`_compiled_key`)."""
+
+    kind: str
+    form: str | None
+    softmax: bool | None
+    likelihood: str | None
+    noise_sd: float | None
+    n_obs: int
+    n_columns: int
+    n_features: int
+    n_classes: int
+
+
+def _compiled_key(problem, model, collapsed: bool, likelihood) -> CompiledKey | None:
+    """The :class:`CompiledKey` of ``problem``'s model: its kind, form and likelihood, the
+    shapes and a fixed noise level (a constant of the graph). ``None`` for the joint (not
+    collapsed) models, whose design is built in the graph with the centres and the kernel
+    as constants: they are compiled for every fit."""
+    if not collapsed:
+        return None
+    n_obs, n_features = problem.X.shape
+    return CompiledKey(problem.kind, model.rvm_info.get("form"), model.rvm_info.get("softmax"),
+                       likelihood, getattr(problem, "noise_sd", None), n_obs,
+                       problem.basis.n_columns, n_features, getattr(problem, "n_classes", 1))
+
+
 def conditional_alpha(w: np.ndarray, prior: GammaPrior, rng: np.random.Generator
                       ) -> np.ndarray:
     """Draws of ``alpha_i | w_i ~ Gamma(a + 1/2, rate b + w_i^2 / 2)``: the exact conditional
@@ -289,8 +316,7 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
             "per draw and chain). Consider the 'evidence' or 'advi' methods, fewer draws, "
             "or a subset of the basis.", SamplingWarning)
     model = _model_for(problem, prior, collapsed, likelihood, form)
-    key = (problem.kind, collapsed, model.rvm_info.get("form"), model.rvm_info.get("softmax"),
-           getattr(problem, "noise_sd", None) is not None, N, M, K)
+    key = _compiled_key(problem, model, collapsed, likelihood)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
     with one_blas_thread():
         post_ds, stats, t_compile, t_sample = run_sampler(
@@ -405,7 +431,6 @@ def _divergence_advice(name: str, prior, rate: float) -> str:
 
 def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate, draws,
             chains, prior, likelihood, collapsed, progressbar) -> xr.DataTree:
-    import pymc as pm
 
     draws = check_positive_int("draws", draws)
     chains = check_positive_int("chains", chains)
@@ -423,19 +448,22 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
     model = _model_for(problem, prior, collapsed, likelihood)
     rate = VI_LEARNING_RATE if learning_rate is None else float(learning_rate)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
+    start = _start_point(problem, model)
+    key = _compiled_key(problem, model, collapsed, likelihood)
     start_time = time.perf_counter()
-    with one_blas_thread(), model, quiet("pymc.variational.inference"):
-        # pm.fit's "Interrupted at 1,499 [4%]: Average Loss = ..." when ElboConvergence
-        # stops it: _fit_vi says what happened itself
+    t_compile = 0.0
+    with one_blas_thread():
         for attempt in (0, 1):  # a NaN: once more at a tenth of the rate
+            run, seconds = COMPILED_VI.run(
+                model, None if key is None else (method, rate, key), method,
+                lambda m, rate=rate: vi_optimizer(rate, method, m))
+            t_compile += seconds
+            run.reset(start, seed_int)
             callback = ElboConvergence(window=window, tol=tol)
             try:
-                approx = pm.fit(n=max_iter, method=method, random_seed=seed_int,
-                                start=_start_point(problem, model), callbacks=[callback],
-                                obj_optimizer=vi_optimizer(rate, method, model),
-                                progressbar=progressbar)
+                hist = run.iterate(max_iter, callback, progressbar, name)
                 break
-            except FloatingPointError:  # PyMC's message lists every NaN coordinate
+            except FloatingPointError:
                 if attempt == 0:
                     rate /= 10
                     continue
@@ -443,10 +471,10 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
         if attempt:
             warn_user(f"{name} diverged (NaN in the ELBO) at learning_rate={10 * rate:g}; refitted "
                       f"at {rate:g}", NumericalWarning)
+        approx = run.approx
         sample = approx.sample(draws * chains, random_seed=seed_int + 1)
-        t_fit = time.perf_counter() - start_time
-        khat = pymc_vi_khat(approx, model, seed=seed)
-    hist = np.asarray(approx.hist, dtype=float)
+        t_fit = time.perf_counter() - start_time - t_compile
+        khat = pymc_vi_khat(approx, run.model, seed=seed, logp=run.logp())
     post = sample["posterior"].to_dataset()
     rng = np.random.default_rng(None if seed is None else seed + 1)
     alpha, beta, w = _draws(problem, post, prior, collapsed, rng, shape=(chains, draws))
@@ -463,6 +491,7 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
         "n_iter": int(hist.size),
         "elbo": elbo,
         "fit_time": t_fit,
+        "compile_time": t_compile,
         "learning_rate": rate,
         "psis_khat": khat,
         "collapsed": int(collapsed),
