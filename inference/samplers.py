@@ -75,10 +75,10 @@ def _kind(model) -> str:
 class VIRun:
     """One compiled ADVI of a model (``method`` "advi": ``pm.MeanField``, "fullrank_advi":
     ``pm.FullRank``; Kucukelbir et al. 2017): PyMC's step function (one Adam step of the
-    ELBO's Monte Carlo gradient under ``optimizer``, returning the loss) compiled once, and
-    reset for every fit: ``q`` at the fit's start, the optimiser's state at its initial
-    values and the step's random generators reseeded, so a reused run and a fresh one
-    iterate alike."""
+    ELBO's Monte Carlo gradient under ``optimizer``, returning the loss) and the model's
+    log density ``logp`` compiled once, the step reset for every fit: ``q`` at the fit's
+    start, the optimiser's state at its initial values and the step's random generators
+    reseeded, so a reused run and a fresh one iterate alike."""
 
     def __init__(self, model, method: str, optimizer) -> None:
         from pymc import variational
@@ -99,7 +99,9 @@ class VIRun:
         self.optimizer_state = [(v, np.copy(v.get_value())) for v in shared
                                 if v.name not in data and v not in params
                                 and v not in self.rngs]
-        self._logp = None
+        # the joint log density in the unconstrained space, Jacobians included, for the
+        # PSIS diagnostic; it reads the current data
+        self.logp = model.compile_logp(jacobian=True)
 
     def set_data(self, model) -> None:
         """The data (every ``pm.Data``) of ``model``, a model of the same key."""
@@ -141,13 +143,6 @@ class VIRun:
             except StopIteration:
                 pass
         return losses[:n]
-
-    def logp(self):
-        """The model's joint log density in the unconstrained space, Jacobians included
-        (``model.compile_logp(jacobian=True)``), compiled once; it reads the current data."""
-        if self._logp is None:
-            self._logp = self.model.compile_logp(jacobian=True)
-        return self._logp
 
 
 class CompiledVI:

@@ -474,7 +474,7 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
         approx = run.approx
         sample = approx.sample(draws * chains, random_seed=seed_int + 1)
         t_fit = time.perf_counter() - start_time - t_compile
-        khat = pymc_vi_khat(approx, run.model, seed=seed, logp=run.logp())
+        khat = pymc_vi_khat(approx, run.model, seed=seed, logp=run.logp)
     post = sample["posterior"].to_dataset()
     rng = np.random.default_rng(None if seed is None else seed + 1)
     alpha, beta, w = _draws(problem, post, prior, collapsed, rng, shape=(chains, draws))
