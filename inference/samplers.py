@@ -60,7 +60,8 @@ class CompiledSamplers:
                 first[name].set_value(value)
             return compiled.with_data(**{k: v for k, v in data.items() if k in known}), 0.0
         start = time.perf_counter()
-        with compiling(f"nutpie's NUTS sampler of a {_kind(model)} model of this shape"):
+        kind = _kind(model) if key is None else key[0]
+        with compiling(f"nutpie's NUTS sampler of a {kind} model of this shape"):
             compiled = nutpie.compile_pymc_model(model)
         elapsed = time.perf_counter() - start
         if key is not None:
