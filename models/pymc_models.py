@@ -39,6 +39,7 @@ from .priors import GammaPrior, resolve_prior
 __all__ = [
     "check_proper",
     "check_form",
+    "auto_form",
     "regression_model",
     "classification_model",
     "latent_model",
@@ -182,6 +183,18 @@ def _on_whole_basis(w, Phi):
 FORMS = ("auto", "direct", "woodbury", "woodbury-graph")
 
 
+def auto_form(n_obs: int, n_columns: int, sampler: str | None = None) -> str:
+    """The collapsed likelihood's form that ``form="auto"`` stands for: ``"direct"`` when
+    ``N < M / 4`` (the N x N Cholesky is the smaller), else the Woodbury identity (T01 App. A):
+    the closed-form-gradient Op under nutpie (``sampler="nutpie"``), the graph PyTensor
+    differentiates otherwise (PyMC's own NUTS meets a precision that underflowed to 0 with
+    ``ZeroDivisionError`` in PyTensor's numba code for the Gamma prior's gradient, where
+    nutpie counts a divergence)."""
+    if 4 * n_obs < n_columns:
+        return "direct"
+    return "woodbury" if sampler == "nutpie" else "woodbury-graph"
+
+
 def check_form(form, collapsed_regression: bool = True) -> None:
     """``ValueError`` unless ``form`` names a form of the collapsed likelihood, and is
     ``"auto"`` where the model is not the collapsed regression model."""
@@ -202,11 +215,10 @@ def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | No
     prior : Gamma hyperprior; ``None`` takes ``problem.prior``, else
         :func:`default_sampling_prior`. Must be proper (all of a..d > 0; c, d are unused when
         ``problem.noise_sd`` fixes the noise).
-    form : "direct", "woodbury", "woodbury-graph" or "auto" (``"woodbury-graph"`` unless
-        N < M / 4) for the collapsed likelihood, see :func:`collapsed_logp`. ``"woodbury"``
-        (the closed-form-gradient Op) is opt-in: under PyMC's own NUTS a precision
-        underflowing to 0 raises ``ZeroDivisionError`` in PyTensor's numba code for the Gamma
-        prior's gradient, and under nutpie one chain of 80 stuck (R-hat 1.59) in a study.
+    form : "direct", "woodbury", "woodbury-graph" or "auto" (:func:`auto_form` for any
+        sampler: ``"woodbury-graph"`` unless N < M / 4) for the collapsed likelihood, see
+        :func:`collapsed_logp`; ``fit(problem, "nuts")`` takes the Op (``"woodbury"``)
+        under nutpie.
 
     Variables: ``alpha`` (dim ``basis``), ``beta`` and ``noise_sd`` (deterministic when the
     noise is fixed), non-centred ``z`` and ``w = z / sqrt(alpha)`` (joint model only), and
@@ -225,7 +237,7 @@ def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | No
     Phi_np = basis.design(problem.X)
     N, M = Phi_np.shape
     if form == "auto":
-        form = "direct" if 4 * N < M else "woodbury-graph"
+        form = auto_form(N, M)
     with pm.Model(coords=_coords(problem, basis)) as model:
         Phi = _design(basis, problem, Phi_np, in_graph=not collapsed)
         t_obs = pm.Data("t_obs", problem.t, dims="obs")

@@ -121,13 +121,15 @@ class MixturePredictiveRecord:
     def _quantile(self, prob: float, z: float) -> np.ndarray:
         """``x`` with ``cdf(x) = prob``; ``z`` is the standard normal quantile of ``prob``.
 
-        The component quantiles ``m_s + z sd_s`` bracket the root; a Newton step is taken
-        when it stays inside the bracket, bisection otherwise.
+        The component quantiles ``m_s + z sd_s`` bracket the root. Newton's method starts
+        at the moment-matched Gaussian's quantile ``E[y] + z sd[y]`` (clipped into the
+        bracket); a step that would leave the bracket bisects instead, and a Newton step
+        below the tolerance ends the search (taken, not replaced by a bisection).
         """
         sd = np.sqrt(self.vars)
         comp = self.means + z * sd
         lo, hi = comp.min(axis=0), comp.max(axis=0)
-        x = 0.5 * (lo + hi)
+        x = np.clip(self.mean + z * self.std, lo, hi)
         tol = 1e-13 * (np.abs(x) + sd.max(axis=0))
         active = hi - lo > tol
         for _ in range(200):
@@ -141,9 +143,10 @@ class MixturePredictiveRecord:
             ha = np.where(F > 0, xa, ha)
             with np.errstate(divide="ignore", invalid="ignore"):
                 step = xa - F / f
-            inside = np.isfinite(step) & (step > la) & (step < ha)
+            converged = np.isfinite(step) & (np.abs(step - xa) <= tol[active])
+            inside = converged | (np.isfinite(step) & (step > la) & (step < ha))
             new = np.where(inside, step, 0.5 * (la + ha))
-            done = (np.abs(new - xa) <= tol[active]) | (F == 0) | (ha - la <= tol[active])
+            done = converged | (F == 0) | (ha - la <= tol[active])
             x[active], lo[active], hi[active] = np.where(F == 0, xa, new), la, ha
             idx = np.flatnonzero(active)
             active[idx[done]] = False

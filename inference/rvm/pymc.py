@@ -20,7 +20,7 @@ import xarray as xr
 
 from sparsebayes.models import GammaPrior, NumericalWarning, RVMRegression, SamplingWarning
 from sparsebayes.models.priors import data_scales, resolve_prior
-from sparsebayes.models.pymc_models import check_form, check_proper, regression_model
+from sparsebayes.models.pymc_models import auto_form, check_form, check_proper, regression_model
 
 from ..likelihoods import likelihood_of
 from ..numerics import check_positive_int, one_blas_thread, show_progress, warn_user
@@ -280,9 +280,11 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
         Without a bar, nutpie's progress goes to the log (logger ``"sparsebayes"``, a line
         at every tenth of the draws; :mod:`~sparsebayes.inference.progress`).
     form : the collapsed regression likelihood's form
-        (:func:`~sparsebayes.models.pymc_models.regression_model`): "auto" (the Woodbury
-        graph PyTensor differentiates), "woodbury" (the closed-form-gradient Op, opt-in),
-        "woodbury-graph" or "direct"; other models take only "auto".
+        (:func:`~sparsebayes.models.pymc_models.regression_model`): "auto"
+        (:func:`~sparsebayes.models.pymc_models.auto_form`: the closed-form-gradient Op of T01
+        App. A under nutpie, the Woodbury graph PyTensor differentiates under the other
+        samplers), "woodbury" (the Op), "woodbury-graph" or "direct"; other models take only
+        "auto".
     """
     if adaptation not in ("diag", "low_rank"):
         raise ValueError(f"adaptation must be 'diag' or 'low_rank', got {adaptation!r}")
@@ -304,6 +306,8 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
     prior = _check_prior(problem, prior, "NUTS")
     N = problem.X.shape[0]
     M = problem.basis.n_columns
+    if woodbury and form == "auto":
+        form = auto_form(N, M, sampler)
     K = getattr(problem, "n_classes", 1)  # class count: 1 for the other problems
     n_out = K if K > 2 or likelihood == "softmax" else 1
     n_params = M * n_out * (1 if collapsed else 2) + 1

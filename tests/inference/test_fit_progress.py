@@ -56,13 +56,19 @@ def test_fit_names_unknown_options_and_refuses_tune_0_for_nutpie(problem):
         fit(labels, "nuts", form="woodbury")
 
 
-def test_nuts_samples_the_op_form_on_request(problem):
-    """``form="woodbury"`` samples the closed-form-gradient Op and says so; its draws of
-    ``beta`` agree with the default graph's (the same posterior) within Monte Carlo error."""
+def test_nuts_samples_the_op_form_by_default_under_nutpie(problem):
+    """Under nutpie ``form="auto"`` samples the closed-form-gradient Op and says so; its draws
+    of ``beta`` agree with the Woodbury graph's (the same posterior, differentiated by
+    PyTensor) within Monte Carlo error. Other samplers keep the graph."""
+    from sparsebayes.models.pymc_models import auto_form
+
     posts = {form: fit(problem, "nuts", seed=3, draws=500, tune=500, chains=2, form=form,
-                       warn=False) for form in ("woodbury", "auto")}
-    assert posts["woodbury"].attrs["collapsed_form"] == "woodbury"
-    assert posts["auto"].attrs["collapsed_form"] == "woodbury-graph"
+                       warn=False) for form in ("auto", "woodbury-graph")}
+    assert posts["auto"].attrs["collapsed_form"] == "woodbury"
+    assert posts["woodbury-graph"].attrs["collapsed_form"] == "woodbury-graph"
+    assert auto_form(100, 31, "nutpie") == "woodbury"
+    assert auto_form(100, 31, "pymc") == auto_form(100, 31) == "woodbury-graph"
+    assert auto_form(20, 101, "nutpie") == "direct"
     means = [float(np.log(p["posterior"]["beta"]).mean()) for p in posts.values()]
     sds = [float(np.log(p["posterior"]["beta"]).std()) for p in posts.values()]
     assert abs(means[0] - means[1]) < 0.25 * max(sds)

@@ -161,6 +161,41 @@ def test_woodbury_value_and_gradient_against_independent_references(N, M, mode):
             assert g_beta == pytest.approx(r_beta, rel=1e-8, abs=1e-8)
 
 
+def test_woodbury_op_and_graph_agree_far_from_the_posterior():
+    """What nutpie runs by default (the Op, numba) against the graph PyTensor differentiates,
+    on a noisy-sinc design (N = 100, noise sd 0.1, so beta ~ 100; 30 Gaussian columns and a
+    bias) at points far out in the log parameters, where warm-up trajectories go (log alpha
+    ~ N(0, 5^2), log beta uniform within 6 of ln 100): value and gradients equal to 1e-6
+    relative (1e-8 absolute) where finite, and the log density non-finite in both at the
+    same points (H not positive definite)."""
+    import pytensor
+    import pytensor.tensor as pt
+
+    from sparsebayes.models.pymc_models import collapsed_logp
+
+    rng = np.random.default_rng(3)
+    x = np.sort(rng.uniform(-10, 10, 100))
+    t = np.sinc(x / np.pi) + 0.1 * rng.standard_normal(100)
+    Phi = np.column_stack([np.ones(100), np.exp(-(x[:, None] - np.linspace(-10, 10, 30)) ** 2
+                                                / 9.0)])
+    la, lb = pt.vector("la"), pt.scalar("lb")
+    fns = {}
+    for form in ("woodbury", "woodbury-graph"):
+        lp = collapsed_logp(pt.constant(t), pt.constant(Phi), pt.exp(la), pt.exp(lb), form,
+                            pt.constant(Phi.T @ Phi))
+        fns[form] = pytensor.function([la, lb], [lp, *pytensor.grad(lp, [la, lb])],
+                                      mode="NUMBA")
+    finite = 0
+    for _ in range(300):
+        point = rng.normal(0.0, 5.0, 31), rng.uniform(np.log(100) - 6, np.log(100) + 6)
+        op, graph = (np.concatenate([np.ravel(v) for v in fns[f](*point)]) for f in fns)
+        assert np.isfinite(op[0]) == np.isfinite(graph[0])
+        if np.isfinite(op[0]):
+            finite += 1
+            np.testing.assert_allclose(op, graph, rtol=1e-6, atol=1e-8)
+    assert finite > 250
+
+
 def test_woodbury_op_gradient_against_finite_differences():
     """The ``CollapsedWoodbury`` Op's closed-form gradient (T01 App. A) against PyTensor's
     finite differences (``verify_grad``) in alpha and beta, the data held fixed."""
