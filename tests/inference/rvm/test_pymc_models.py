@@ -194,6 +194,38 @@ def test_woodbury_op_and_graph_agree_far_from_the_posterior():
             finite += 1
             np.testing.assert_allclose(op, graph, rtol=1e-6, atol=1e-8)
     assert finite > 250
+    # where a chain of the default study once stuck (step size 1e-4, R-hat 1.59): beta ~
+    # e^-69 and some alpha ~ e^-300, H numerically singular (condition ~1e34). The Op's
+    # gradient must stay the graph's (d/d ln beta ~ N/2, |d/d ln alpha| <= 1/2): the old
+    # ||t - Phi mu||^2 as t^T t - 2 mu^T Phi^T t + mu^T G mu gave 560 and -341 there
+    for _ in range(20):
+        log_alpha = np.where(rng.random(31) < 0.3, rng.uniform(-340, -60, 31),
+                             rng.uniform(3, 15, 31))
+        point = log_alpha, rng.uniform(-70, -60)
+        op, graph = (np.concatenate([np.ravel(v) for v in fns[f](*point)]) for f in fns)
+        np.testing.assert_allclose(op, graph, rtol=1e-6, atol=1e-6)
+
+
+def test_woodbury_op_numba_cache_key_follows_its_source(monkeypatch):
+    """PyTensor caches the Op's compiled numba code on disk under a key of the Op's type and
+    props plus the number the funcify returns: that number is a hash of the module's
+    source, so a changed implementation is compiled again, not loaded from an older
+    version's cache (which once ran different code in different processes)."""
+    import hashlib
+    from pathlib import Path
+
+    from pytensor.link.numba.dispatch.basic import numba_funcify_and_cache_key
+
+    from sparsebayes.models import woodbury_op
+
+    source = Path(woodbury_op.__file__).read_bytes()
+    assert woodbury_op.IMPLEMENTATION_VERSION == int(
+        hashlib.sha256(source).hexdigest()[:15], 16)
+    _, key = numba_funcify_and_cache_key(woodbury_op.collapsed_woodbury)
+    monkeypatch.setattr(woodbury_op, "IMPLEMENTATION_VERSION",
+                        woodbury_op.IMPLEMENTATION_VERSION + 1)
+    _, changed = numba_funcify_and_cache_key(woodbury_op.collapsed_woodbury)
+    assert key is not None and changed != key
 
 
 def test_woodbury_op_gradient_against_finite_differences():
