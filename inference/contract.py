@@ -80,8 +80,8 @@ ATTRS: dict[str, Attr] = {
     "likelihood": Attr(str, "'bernoulli', 'softmax' or 'poisson'"),
     "likelihood_bound": Attr(str, "the VRVM classifier's bound on the softmax"),
     "collapsed": Attr(bool, "NUTS sampled the collapsed (weights integrated out) model"),
-    "collapsed_form": Attr(str, "the form of the collapsed regression likelihood NUTS "
-                                "sampled (regression_model's form)"),
+    "collapsed_form": Attr(str, "the form of the collapsed regression likelihood NUTS or "
+                                "ADVI ran on (regression_model's form)"),
     "backend": Attr(str, "the array backend of the optimiser"),
     # optimisers and samplers
     "n_iter": Attr(int, "iterations"),

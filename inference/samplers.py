@@ -103,6 +103,12 @@ class VIRun:
         # the joint log density in the unconstrained space, Jacobians included, for the
         # PSIS diagnostic; it reads the current data
         self.logp = model.compile_logp(jacobian=True)
+        # numba compiles a function at its first call: call the step, the density and q's
+        # sampler here, so that the time is the compile time and not the first fit's
+        # (reset() undoes the step)
+        self.step()
+        self.logp(model.initial_point())
+        self.approx.sample(1, random_seed=0, return_inferencedata=False)
 
     def set_data(self, model) -> None:
         """The data (every ``pm.Data``) of ``model``, a model of the same key."""

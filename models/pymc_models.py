@@ -181,18 +181,19 @@ def _on_whole_basis(w, Phi):
 
 
 FORMS = ("auto", "direct", "woodbury", "woodbury-graph")
+OP_SAMPLERS = ("nutpie", "advi", "fullrank_advi")  # where auto_form takes the Op
 
 
 def auto_form(n_obs: int, n_columns: int, sampler: str | None = None) -> str:
     """The collapsed likelihood's form that ``form="auto"`` stands for: ``"direct"`` when
     ``N < M / 4`` (the N x N Cholesky is the smaller), else the Woodbury identity (T01 App. A):
-    the closed-form-gradient Op under nutpie (``sampler="nutpie"``), the graph PyTensor
-    differentiates otherwise (PyMC's own NUTS meets a precision that underflowed to 0 with
-    ``ZeroDivisionError`` in PyTensor's numba code for the Gamma prior's gradient, where
-    nutpie counts a divergence)."""
+    the closed-form-gradient Op under nutpie and ADVI (``sampler`` "nutpie", "advi" or
+    "fullrank_advi"), the graph PyTensor differentiates otherwise (PyMC's own NUTS meets a
+    precision that underflowed to 0 with ``ZeroDivisionError`` in PyTensor's numba code for
+    the Gamma prior's gradient, where nutpie counts a divergence)."""
     if 4 * n_obs < n_columns:
         return "direct"
-    return "woodbury" if sampler == "nutpie" else "woodbury-graph"
+    return "woodbury" if sampler in OP_SAMPLERS else "woodbury-graph"
 
 
 def check_form(form, collapsed_regression: bool = True) -> None:

@@ -38,6 +38,7 @@ from ..predictive.regression import (
 )
 from ..results import datatree, gaussian_log_likelihood, is_result_of, pointwise_budget_ok
 from . import type2
+from .type2 import FTOL, GTOL
 
 __all__ = [
     "log_marginal_likelihood",
@@ -53,7 +54,6 @@ __all__ = [
 LS_BOUNDS = (1e-3, 1e5)
 SIGNAL_BOUNDS = (1e-3, 1e3)
 NOISE_BOUNDS = (1e-4, 1e2)
-FTOL, GTOL = 1e-12, 1e-6  # L-BFGS-B stopping: scipy's defaults stop ~1e-5 short in lml
 POINT_DRAWS = 1000  # latent draws behind the log_likelihood of point hyperparameters
 
 
@@ -255,8 +255,7 @@ def _optimise(problem: GPRegression, *, seed, restarts: int, max_iter: int, back
     else:
         objective = pytensor_objective(problem)
     starts = _starts(problem, restarts, np.random.default_rng(seed))
-    return type2.maximise(lambda: objective, fixed, lo, hi, starts, max_iter=max_iter,
-                          ftol=FTOL, gtol=GTOL)
+    return type2.maximise(lambda: objective, fixed, lo, hi, starts, max_iter=max_iter)
 
 
 def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
@@ -552,7 +551,7 @@ class GPRefits:
                 if ok:
                     return theta, lml, True
             theta, runs = type2.maximise(lambda: objective, self.fixed, lo, hi, theta[None],
-                                         max_iter=self.max_iter, ftol=FTOL, gtol=GTOL)
+                                         max_iter=self.max_iter)
         return theta, runs[0][1], runs[0][2]
 
     def fold(self, out: np.ndarray) -> tuple[np.ndarray, bool]:

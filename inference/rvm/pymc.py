@@ -435,7 +435,6 @@ def _divergence_advice(name: str, prior, rate: float) -> str:
 
 def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate, draws,
             chains, prior, likelihood, collapsed, progressbar) -> xr.DataTree:
-
     draws = check_positive_int("draws", draws)
     chains = check_positive_int("chains", chains)
     max_iter = check_positive_int("max_iter", max_iter)
@@ -449,7 +448,9 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
     name = "ADVI" if method == "advi" else "full-rank ADVI"
     prior = _check_prior(problem, prior, name)
     collapsed = bool(collapsed)
-    model = _model_for(problem, prior, collapsed, likelihood)
+    woodbury = collapsed and gaussian_noise(problem)  # the collapsed regression model
+    model = _model_for(problem, prior, collapsed, likelihood, auto_form(
+        problem.X.shape[0], problem.basis.n_columns, method) if woodbury else "auto")
     rate = VI_LEARNING_RATE if learning_rate is None else float(learning_rate)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
     start = _start_point(problem, model)
@@ -503,6 +504,8 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
         "noise_fixed": int(_noise_fixed(problem)),
         "hyperparameters": "variational",  # independent draws: the chain has no meaning
     }
+    if woodbury:
+        attrs["collapsed_form"] = model.rvm_info["form"]
     return _assemble(problem, model, alpha=alpha, beta=beta, w=w,
                      extra_stats={"elbo": (("iteration",), -hist)}, attrs=attrs, rng=rng)
 

@@ -74,6 +74,25 @@ def test_nuts_samples_the_op_form_by_default_under_nutpie(problem):
     assert abs(means[0] - means[1]) < 0.25 * max(sds)
 
 
+def test_advi_runs_the_op_form_and_follows_the_graph(problem, monkeypatch):
+    """ADVI on the collapsed regression model takes the Op by default; with the same seed
+    the Woodbury graph (PyTensor's derivative of the same density) takes the same Adam
+    steps up to rounding: the ELBO traces and the draws of ``beta`` agree."""
+    import sparsebayes.inference.rvm.pymc as rvm_pymc
+    from sparsebayes.models.pymc_models import auto_form
+
+    assert auto_form(100, 31, "advi") == auto_form(100, 31, "fullrank_advi") == "woodbury"
+    op = fit(problem, "advi", seed=5)
+    monkeypatch.setattr(rvm_pymc, "auto_form", lambda n, m, sampler=None: "woodbury-graph")
+    graph = fit(problem, "advi", seed=5)
+    assert op.attrs["collapsed_form"] == "woodbury"
+    assert graph.attrs["collapsed_form"] == "woodbury-graph"
+    elbo = [p["sample_stats"]["elbo"].values for p in (op, graph)]
+    assert elbo[0].shape == elbo[1].shape
+    np.testing.assert_allclose(elbo[0], elbo[1], rtol=1e-7, atol=1e-7)
+    np.testing.assert_allclose(op["posterior"]["beta"], graph["posterior"]["beta"], rtol=1e-7)
+
+
 def test_advi_progress_and_convergence_message(problem, capfd, caplog):
     """PyMC's "Interrupted at 1,499 [4%]" after the convergence check stopped pm.fit is
     replaced by "ADVI converged after n iterations" (with the bar only)."""

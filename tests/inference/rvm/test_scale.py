@@ -5,7 +5,12 @@ import numpy as np
 import pytest
 
 from sparsebayes.inference import fit, predict
-from sparsebayes.inference.numerics import gram_log_evidence, log_evidence
+from sparsebayes.inference.numerics import (
+    cholesky,
+    cholesky_inverse,
+    gram_log_evidence,
+    log_evidence,
+)
 from sparsebayes.inference.rvm import statistics as st
 from sparsebayes.inference.rvm.sequential import GramProducts, SequentialSparseBayes
 from sparsebayes.models import (
@@ -59,6 +64,18 @@ def test_chunked_statistics_equal_the_dense_ones(name):
     cols = np.array([0, 3, 5])
     sub = st.gram_statistics(basis, X, t, columns=cols, chunk=50)
     np.testing.assert_allclose(sub.G, Phi[:, cols].T @ Phi[:, cols], rtol=1e-10, atol=1e-10)
+
+
+def test_cholesky_inverse_equals_numpy_inverse():
+    """``H^-1`` from the Cholesky factor (LAPACK dtrtri) against ``numpy.linalg.inv``, at
+    the sizes of a sparse model and for the empty model."""
+    rng = np.random.default_rng(3)
+    for m in (1, 7, 151):
+        A = rng.standard_normal((m, 2 * m))
+        H = A @ A.T + 0.1 * np.eye(m)
+        np.testing.assert_allclose(cholesky_inverse(cholesky(H)), np.linalg.inv(H),
+                                   rtol=1e-9, atol=1e-12 * np.abs(np.linalg.inv(H)).max())
+    assert cholesky_inverse(np.zeros((0, 0))).shape == (0, 0)
 
 
 def test_gram_evidence_equals_the_design_evidence():
