@@ -455,6 +455,8 @@ class GPRefits:
     """
 
     NEWTON_STEPS = 20
+    NEWTON_STEP_MAX = 1.0  # the largest quasi-Newton step in any log hyperparameter
+    NEWTON_HALVINGS = 4  # a step that lowers the objective is halved this often
     FD_STEP = 1e-4  # central-difference step of the Hessian, in log hyperparameters
 
     def __init__(self, post: xr.DataTree, *, max_iter: int = 1000) -> None:
@@ -497,20 +499,29 @@ class GPRefits:
     def _newton(self, objective, theta: np.ndarray, lo: np.ndarray, hi: np.ndarray,
                 H: np.ndarray) -> tuple[np.ndarray, float, bool]:
         """Projected quasi-Newton ascent from ``theta`` with ``H`` (free entries) as the
-        first Hessian and BFGS updates (Nocedal & Wright 2006, eq. 6.19):
-        ``(theta, lml, converged)``; converged False, at the best point, when a step
-        failed to ascend."""
+        first Hessian and BFGS updates (Nocedal & Wright 2006, eq. 6.19), each step at most
+        ``NEWTON_STEP_MAX`` in every entry (along a nearly flat length scale the Newton step
+        is huge) and halved up to ``NEWTON_HALVINGS`` times while it descends:
+        ``(theta, lml, converged)``; converged False, at the best point, when no step
+        ascended."""
         idx = np.flatnonzero(self.free)
         best, best_f, best_g = theta, -np.inf, None
+        step, halvings = None, 0
         for _ in range(self.NEWTON_STEPS):
             try:
                 f, g = objective(theta)
             except linalg.LinAlgError:
-                break
+                f, g = -np.inf, None
+            if not f > best_f - FTOL * max(abs(best_f), 1.0):
+                if step is None or halvings == self.NEWTON_HALVINGS:
+                    break
+                step, halvings = 0.5 * step, halvings + 1
+                theta = best.copy()
+                theta[idx] = np.clip(best[idx] + step, lo[idx], hi[idx])
+                continue
             g = g[idx]
             tol = FTOL * max(abs(f), 1.0)
-            if not f > best_f - tol:
-                break
+            halvings = 0
             if best_g is not None:  # BFGS update of -H from the secant pair
                 s_, y_ = theta[idx] - best[idx], best_g - g
                 Bs = -H @ s_
@@ -528,6 +539,7 @@ class GPRefits:
             step[move] = -np.linalg.solve(H[np.ix_(move, move)], g[move])
             if 0.5 * g @ step <= tol:
                 return best, best_f, True  # the next step would gain less than ftol
+            step *= min(1.0, self.NEWTON_STEP_MAX / np.max(np.abs(step)))
             theta = theta.copy()
             theta[idx] = np.clip(th + step, lo[idx], hi[idx])
         return best, best_f, False
