@@ -50,7 +50,10 @@ def _terms(tt, n, alpha, beta, L, Linv, u, mu):
 
 def _lower_solve(L, b):
     """``L^-1 b`` for lower-triangular ``L`` by forward substitution (for numba, which has no
-    LAPACK triangular solve; explicit loops, no temporaries)."""
+    LAPACK triangular solve; explicit loops, no temporaries). With
+    :func:`_lower_transpose_solve` the same loops as the Laplace step's ``_chol_solve`` in
+    ``inference/rvm/compiled.py``, kept apart: each module's numba cache follows its own
+    source (``IMPLEMENTATION_VERSION`` hashes this file)."""
     M = L.shape[0]
     x = np.empty(M)
     for i in range(M):

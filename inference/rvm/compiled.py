@@ -311,6 +311,10 @@ def _cholesky_lower(H):
     return L, True
 
 
+# the forward and back substitution of models/woodbury_op.py (_lower_solve and
+# _lower_transpose_solve), kept apart on purpose: numba's on-disk cache is keyed on the
+# caching function's own file, so a callee shared from another file could change under a
+# stale cache (and the Op's module imports PyTensor, which the evidence path must not)
 @njit(cache=True)
 def _chol_solve(L, g):
     P = g.size

@@ -110,9 +110,11 @@ def test_dask_local_cluster_equals_local_run(tiny_table, tmp_path, same_table):
 
 
 
-def test_batches_keep_a_method_on_a_data_set_in_one_worker():
-    """Local processes get one batch per (data set, method), its splits in order, the
-    costliest methods first: a worker compiles each model once for all its splits."""
+def test_batches_keep_a_sampled_method_on_a_data_set_in_one_worker():
+    """Local processes get one batch per (data set, sampled method), its splits in order,
+    so a worker compiles each PyMC model once for all its splits; the other methods' cells
+    come one by one, the first split of each early (with the batches, costliest methods
+    first), the rest after them (split by split), so the short cells fill the end."""
     from sparsebayes.inference.study.executors import batches, cost_rank
     from sparsebayes.inference.study.run import config
 
@@ -120,13 +122,17 @@ def test_batches_keep_a_method_on_a_data_set_in_one_worker():
                     "svm,rvm/evidence,gp/evidence,rvm/nuts:draws=10:tune=10", 3, 0)
     cells, _ = cfg.cells(None, 0, 1)
     groups = batches(list(reversed(cells)))
-    assert sorted(c.key["split"] for b in groups for c in b) == sorted(
-        c.key["split"] for c in cells) and sum(map(len, groups)) == len(cells)
+    assert sorted((c.key["split"], c.data.label, c.method.label) for b in groups for c in b) \
+        == sorted((c.key["split"], c.data.label, c.method.label) for c in cells)
+    assert sum(map(len, groups)) == len(cells)
     for b in groups:
         assert len({(c.data.label, c.method.label) for c in b}) == 1
         assert [c.split for c in b] == sorted(c.split for c in b)
-    ranks = [cost_rank(b[0])[0] for b in groups]
-    assert ranks == sorted(ranks) and groups[0][0].method.method == "nuts"
+        assert len(b) == (3 if b[0].method.method == "nuts" else 1)
+    head, tail = groups[:2 * 4], groups[2 * 4:]
+    assert all(b[0].split == 0 for b in head) and all(b[0].split > 0 for b in tail)
+    ranks = [cost_rank(b[0])[0] for b in head]
+    assert ranks == sorted(ranks) and head[0][0].method.method == "nuts"
     # the GP's exact leave-one-out refits put it before the RVM's warm ones and the SVM
-    assert [b[0].method.family for b in groups][2:4] == ["gp", "gp"]
-    assert len(groups) == 2 * 4
+    assert [b[0].method.family for b in head][2:4] == ["gp", "gp"]
+    assert [cost_rank(b[0]) for b in tail] == sorted(cost_rank(b[0]) for b in tail)
