@@ -135,9 +135,8 @@ def test_gp_quasi_newton_refit_ascends_along_a_flat_length_scale():
     from the same start, the fitted hyperparameters."""
     from scipy import optimize
 
-    from sparsebayes.inference.gp.regression import _bounds
     from sparsebayes.inference.study.data import load_split, parse_data
-    from sparsebayes.inference.testing import gp_regression_lml_and_grad
+    from sparsebayes.inference.testing import gp_regression_bounds, gp_regression_lml_and_grad
 
     spec = parse_data("diabetes:n_train=150")
     split = load_split(spec[0] if isinstance(spec, list) else spec, 2, 0, None)
@@ -148,7 +147,7 @@ def test_gp_quasi_newton_refit_ascends_along_a_flat_length_scale():
         keep = np.arange(split.y_train.size) != row
         X, t = refits.X[keep], refits.t[keep]
         Xc = X - X.mean(axis=0)
-        lo, hi, _ = _bounds(X, t)
+        lo, hi, _ = gp_regression_bounds(X, t)
         start = np.clip(refits.theta0, lo, hi)
 
         def objective(th, Xc=Xc, t=t):

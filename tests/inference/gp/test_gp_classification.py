@@ -195,8 +195,8 @@ def test_type2_ml_is_not_stopped_short_on_a_flat_ridge():
     the projected gradient alone (ftol = 0, gtol = 1e-8), ends: log Z (GPML eq. 3.32) within
     1e-3. scipy's default relative-decrease stop (2.2e-9) ended it on the ridge, 0.65 nats
     short (-10.50 against -9.85), and the LOO refits with it (elpd -79.8 against -20.6)."""
-    from sparsebayes.inference.gp.classification import _layout
     from sparsebayes.inference.study.data import load_split, parse_data
+    from sparsebayes.inference.testing import gp_classification_layout
 
     spec = parse_data("breast_cancer_wisconsin:n_train=150")
     split = load_split(spec[0] if isinstance(spec, list) else spec, 1, 0, None)
@@ -204,7 +204,7 @@ def test_type2_ml_is_not_stopped_short_on_a_flat_ridge():
     post = fit(problem, "evidence", seed=1)
     X = problem.X - problem.X.mean(axis=0)
     t = post["observed_data"]["t"].values.astype(float)
-    _, lo, hi, start = _layout(problem)
+    _, lo, hi, start = gp_classification_layout(problem)
     res = optimize.minimize(lambda th: tuple(-v for v in gp_classification_lml_and_grad(
         th, X, t)[:2]), start, jac=True, method="L-BFGS-B", bounds=list(zip(lo, hi)),
         options={"ftol": 0.0, "gtol": 1e-8, "maxiter": 5000})
