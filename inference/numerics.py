@@ -22,6 +22,7 @@ __all__ = [
     "weight_posterior",
     "gram_weight_posterior",
     "cholesky_inverse",
+    "lower_inverse",
     "log_evidence",
     "gram_log_evidence",
     "evidence_from_factor",
@@ -64,15 +65,26 @@ def cholesky(H: np.ndarray) -> np.ndarray:
     raise linalg.LinAlgError("posterior precision is not positive definite even with jitter")
 
 
-def cholesky_inverse(L: np.ndarray) -> np.ndarray:
-    """``H^-1`` from the lower Cholesky factor ``L`` of ``H`` (its upper triangle zero, as
-    :func:`cholesky` returns it): ``L^-T L^-1``, ``L^-1`` by LAPACK ``dtrtri`` (at these
-    sizes a triangular solve against the identity costs 1.6-3x more)."""
+def lower_inverse(L: np.ndarray) -> np.ndarray:
+    """``L^-1`` of a lower-triangular factor ``L`` (its upper triangle zero, as
+    :func:`cholesky` returns it) or of a stack (..., M, M) of them: one matrix by LAPACK
+    ``dtrtri``, a stack by SciPy's batched triangular solve against the identity. Products
+    with ``L^-1`` are then matrix products (a triangular solve against the identity costs
+    1.6-3x more at sparse-model sizes, a general solve per right-hand side ~5x)."""
+    if L.ndim > 2:
+        return linalg.solve_triangular(L, np.broadcast_to(np.eye(L.shape[-1]), L.shape),
+                                       lower=True, check_finite=False)
     if L.shape[0] == 0:  # the empty model
         return np.zeros((0, 0))
     Linv, info = linalg.lapack.dtrtri(L, lower=1)
     if info:
         raise linalg.LinAlgError(f"the Cholesky factor is singular (dtrtri info {info})")
+    return Linv
+
+
+def cholesky_inverse(L: np.ndarray) -> np.ndarray:
+    """``H^-1`` from the lower Cholesky factor ``L`` of ``H``: ``L^-T L^-1``."""
+    Linv = lower_inverse(L)
     return Linv.T @ Linv
 
 
@@ -236,15 +248,6 @@ def loo_from_precision(c_diag: np.ndarray, c_t: np.ndarray) -> np.ndarray:
     """GPML eq. 5.12: ``log N(t_n | mu_n, 1 / c_nn)`` with ``c_nn = [C^-1]_nn`` and
     ``t_n - mu_n = [C^-1 t]_n / c_nn``."""
     return 0.5 * (np.log(c_diag) - LOG_2PI) - 0.5 * c_t**2 / c_diag
-
-
-def lower_inverse(L: np.ndarray) -> np.ndarray:
-    """``L^-1`` of a stack (..., M, M) of lower-triangular factors by SciPy's batched
-    triangular solve against the identity; then products with ``L^-1`` are batched matrix
-    products (a general solve per right-hand side, as ``numpy.linalg.solve`` does, costs
-    ~5x more at M = 31, N = 150)."""
-    return linalg.solve_triangular(L, np.broadcast_to(np.eye(L.shape[-1]), L.shape),
-                                   lower=True, check_finite=False)
 
 
 def loo_from_covariance(C: np.ndarray, t: np.ndarray) -> np.ndarray:

@@ -408,13 +408,13 @@ class FlatArgs(NamedTuple):
     tabu: np.ndarray
 
 
-def in_model_sq(mu: np.ndarray, Sigma: np.ndarray, alpha: np.ndarray
+def in_model_sq(mu: np.ndarray, sigma_diag: np.ndarray, alpha: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
     """TF03 eq. (23) for the bases in the model, with the factors of each basis left out:
     ``s_j = 1 / Sigma_jj - alpha_j``, ``q_j = mu_j / Sigma_jj`` (from ``S_j = alpha_j
-    gamma_j``, ``Q_j = alpha_j mu_j``); ``mu``, ``Sigma`` computed with ``alpha``."""
-    d = np.diag(Sigma)
-    return 1.0 / d - alpha, mu / d
+    gamma_j``, ``Q_j = alpha_j mu_j``); ``mu``, ``sigma_diag = diag(Sigma)`` computed with
+    ``alpha``."""
+    return 1.0 / sigma_diag - alpha, mu / sigma_diag
 
 
 @dataclass
@@ -568,7 +568,7 @@ class SequentialSparseBayes:
         weight."""
         s, q = self.S.copy(), self.Q.copy()
         act = np.asarray(self.active)
-        s[act], q[act] = in_model_sq(self.mu, self.Sigma, self.alpha)
+        s[act], q[act] = in_model_sq(self.mu, np.diag(self.Sigma), self.alpha)
         return s, q
 
     def proposals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

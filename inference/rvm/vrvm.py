@@ -20,8 +20,10 @@ from sparsebayes.models.priors import resolve_prior
 from ..numerics import (
     LOG_2PI,
     check_rows_out,
+    cholesky,
     gaussian_draws,
     gram_weight_posterior,
+    lower_inverse,
     one_blas_thread,
     warn_user,
 )
@@ -48,13 +50,14 @@ PRUNE_RATIO = 1e12  # flat prior (b = 0): drop a basis once <alpha_i> / alpha_un
 SETTLED = 100.0  # ... or, once the bound changes by < SETTLED * tol, when its alpha diverges
 
 
-def diverging(mu: np.ndarray, Sigma: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+def diverging(mu: np.ndarray, sigma_diag: np.ndarray, alpha: np.ndarray) -> np.ndarray:
     """Bases in the model whose flat-prior update ``alpha_i <- 1 / (mu_i^2 + Sigma_ii)``,
     the others held, runs off to infinity: those whose fixed point ``s_i^2 / (q_i^2 - s_i)``
     (Tipping & Faul 2003, eq. 20; that of the VRVM update at ``a = b = 0``, Shutin et al.
     2011) is infinite, ``q_i^2 <= s_i``, with ``s``, ``q`` of the bases in the model
-    (:func:`~.sequential.in_model_sq`). ``Sigma``, ``mu`` were computed with ``alpha``."""
-    return np.isinf(flat_alpha_array(*in_model_sq(mu, Sigma, alpha)))
+    (:func:`~.sequential.in_model_sq`). ``sigma_diag = diag(Sigma)`` and ``mu`` were
+    computed with ``alpha``."""
+    return np.isinf(flat_alpha_array(*in_model_sq(mu, sigma_diag, alpha)))
 
 
 def regrowing(stats: GramStatistics, active: np.ndarray, mu: np.ndarray, Sigma: np.ndarray,
@@ -210,15 +213,22 @@ def _vrvm(stats, prior, *, noise_sd, alpha0, beta0, max_iter, tol,
     d_t = np.nan
     for it in range(1, max_iter + 1):  # noqa: B007 (it is returned)
         Ga = G[np.ix_(active, active)]
-        # q(w)
+        # q(w) (T01 eqs. 12-13) by the triangular inverse of the Cholesky factor of
+        # Sigma^-1 = A + beta G: only diag(Sigma) is needed, not Sigma
         alpha_used, beta_used = alpha, beta
-        mu, Sigma, L = gram_weight_posterior(Ga, Phit[active], alpha, beta)
-        w2 = mu**2 + np.diag(Sigma)
+        H = beta * Ga
+        H[np.diag_indices_from(H)] += alpha
+        L = cholesky(H)
+        Linv = lower_inverse(L)
+        sigma_diag = np.einsum("ij,ij->j", Linv, Linv)
+        mu = beta * (Linv.T @ (Linv @ Phit[active]))
+        w2 = mu**2 + sigma_diag
         # q(alpha)
         b_t = b + 0.5 * w2
         alpha = a_t / b_t
-        # q(beta)
-        E_D = tt - 2 * mu @ Phit[active] + mu @ (Ga @ mu) + np.sum(Ga * Sigma)
+        # q(beta); tr(G Sigma) = (M - sum alpha_i Sigma_ii) / beta since beta G Sigma = I - A Sigma
+        E_D = (tt - 2 * mu @ Phit[active] + mu @ (Ga @ mu)
+               + (active.size - alpha_used @ sigma_diag) / beta_used)
         E_D = max(E_D, 0.0)
         if not fixed:
             d_t = d + 0.5 * E_D
@@ -232,7 +242,7 @@ def _vrvm(stats, prior, *, noise_sd, alpha0, beta0, max_iter, tol,
         if b == 0:
             keep = alpha < PRUNE_RATIO * alpha_unit
             if change < SETTLED * tol:  # nearly converged: prune what diverges
-                keep &= ~diverging(mu, Sigma, alpha_used)
+                keep &= ~diverging(mu, sigma_diag, alpha_used)
             if not keep.any():
                 keep[np.argmin(alpha)] = True
             if not keep.all():
@@ -240,7 +250,7 @@ def _vrvm(stats, prior, *, noise_sd, alpha0, beta0, max_iter, tol,
                 continue
         if change < tol:
             if b == 0 and active.size < M:  # a pruned basis whose fixed point is finite again
-                back, alpha_back = regrowing(stats, active, mu, Sigma, beta_used)
+                back, alpha_back = regrowing(stats, active, mu, Linv.T @ Linv, beta_used)
                 if back.size:
                     active = np.concatenate([active, back])
                     alpha = np.concatenate([alpha, alpha_back])
