@@ -69,8 +69,8 @@ def lower_inverse(L: np.ndarray) -> np.ndarray:
     """``L^-1`` of a lower-triangular factor ``L`` (its upper triangle zero, as
     :func:`cholesky` returns it) or of a stack (..., M, M) of them: one matrix by LAPACK
     ``dtrtri``, a stack by SciPy's batched triangular solve against the identity. Products
-    with ``L^-1`` are then matrix products (a triangular solve against the identity costs
-    1.6-3x more at sparse-model sizes, a general solve per right-hand side ~5x)."""
+    with ``L^-1`` are then matrix products, cheaper than a general solve per right-hand
+    side."""
     if L.ndim > 2:
         return linalg.solve_triangular(L, np.broadcast_to(np.eye(L.shape[-1]), L.shape),
                                        lower=True, check_finite=False)
@@ -240,8 +240,7 @@ def check_rows_out(out, n: int, min_kept: int = 1) -> np.ndarray:
     return rows.astype(int)
 
 
-LOO_BLOCK_FLOATS = 250_000  # floats of a batched array per block of draws (2 MB: in cache;
-# 32 MB blocks took 1.4x longer at 8000 draws, N = 150, M = 31)
+LOO_BLOCK_FLOATS = 250_000  # floats of a batched array per block of draws (2 MB: in cache)
 
 
 def loo_from_precision(c_diag: np.ndarray, c_t: np.ndarray) -> np.ndarray:

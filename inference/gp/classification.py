@@ -73,9 +73,9 @@ LS_BOUNDS = (1e-2, 1e5)
 SIGNAL_BOUNDS = (1e-2, 1e3)
 GH_NODES = 64
 MODE_TOL = 1e-10  # the Laplace modes' relative tolerance on Psi (GPML eq. 3.12)
-# L-BFGS-B's relative-decrease stop: scipy's default (2.2e-9) stopped breast cancer's
-# fits on flat ridges (log Z -10.50 where -9.85 is reached) and with them its LOO refits
-# (elpd -79.8 against -20.6); below MODE_TOL the line search meets the modes' noise
+# L-BFGS-B's relative-decrease stop: scipy's default (2.2e-9) stops on the flat ridges of
+# nearly separable data short of the optimum (the GP guide has the numbers); below MODE_TOL
+# the line search meets the modes' noise
 FTOL = MODE_TOL
 # A type-II ML result has no log_likelihood group (attrs log_likelihood_omitted="latent"):
 # PSIS-LOO over draws of the Laplace Gaussian q(f) would divide q by p(t_n | f_n), but q

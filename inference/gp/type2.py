@@ -10,8 +10,8 @@ import numpy as np
 from scipy import linalg, optimize
 
 FAILED = 1e20  # objective value where the covariance is not numerically positive definite
-# L-BFGS-B's stopping: scipy's defaults (ftol 2.2e-9 relative) stop on the flat ridges of a
-# nearly separable classification 0.15 nats short of the optimum, regression ~1e-5 short
+# L-BFGS-B's stopping: scipy's defaults (ftol 2.2e-9 relative, gtol 1e-5) stop short of the
+# optimum where the log marginal likelihood is flat
 FTOL, GTOL = 1e-12, 1e-6
 
 

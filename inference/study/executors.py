@@ -102,9 +102,8 @@ def batches(todo: list[Cell]) -> list[list[Cell]]:
     one data set form one batch, in split order, for one worker. The other methods' compiled
     kernels are cached on disk (numba), so their cells go one by one: the first split of
     each (data set, method) with the batches (it writes the cache), the rest after them,
-    where the short cells keep both workers busy to the end (the default study's
-    measured cells: 302 s on the busier of 2 workers, against 318 s with every method in
-    batches). Costliest methods first (:func:`cost_rank`)."""
+    where the short cells keep every worker busy to the end. Costliest methods first
+    (:func:`cost_rank`)."""
     groups: dict[tuple[str, str], list[Cell]] = {}
     for cell in sorted(todo, key=lambda c: c.split):
         groups.setdefault((cell.data.label, cell.method.label), []).append(cell)
