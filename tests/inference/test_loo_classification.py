@@ -343,7 +343,10 @@ def test_laplace_refit_is_the_loop_on_the_rows_deleted(method, data, out):
     the rows deleted and its columns scaled over the kept rows: the same relevant pairs, log
     evidence and predictive to round-off (the loops are invariant to column scale). A pair
     on its way out (alpha > 1e9 on unit-norm columns; its ``gamma = 1 - alpha Sigma_ii`` is
-    round-off) may be pruned by one and not yet by the other: it changes nothing else."""
+    round-off) may be pruned by one and not yet by the other: it changes nothing else.
+    MacKay's re-estimation converges linearly and stops at a relative change of alpha below
+    1e-6, so round-off can stop the two at different iterations (17 against 27 on one fold):
+    its log evidence agrees to 1e-7 there, not to round-off."""
     problem = problem_of(data, 60 if data == "ripley" else 45, 2 if data == "ripley" else 4)
     post = quiet_fit(problem, method)
     refits = lp.LaplaceRefits(post)
@@ -367,7 +370,8 @@ def test_laplace_refit_is_the_loop_on_the_rows_deleted(method, data, out):
     relevant = res.alpha * (full[res.cols] / norms[res.cols]) ** 2 < 1e9
     np.testing.assert_array_equal(res.cols[relevant], ref.cols[ref.alpha < 1e9])
     np.testing.assert_array_equal(res.cls[relevant], ref.cls[ref.alpha < 1e9])
-    assert res.lap.log_evidence == pytest.approx(ref.lap.log_evidence, abs=1e-8)
+    assert res.lap.log_evidence == pytest.approx(
+        ref.lap.log_evidence, abs=1e-8 if method == "evidence" else 1e-7)
     want = moderated_at(Phi[np.ix_(out, ref.cols)] / norms[ref.cols], ref.cols, ref.cls,
                         ref.lap.theta, ref.lap.Sigma, 1 if K == 2 else K, problem.t[out])
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-8)
