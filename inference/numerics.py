@@ -83,9 +83,17 @@ def lower_inverse(L: np.ndarray) -> np.ndarray:
 
 
 def cholesky_inverse(L: np.ndarray) -> np.ndarray:
-    """``H^-1`` from the lower Cholesky factor ``L`` of ``H``: ``L^-T L^-1``."""
-    Linv = lower_inverse(L)
-    return Linv.T @ Linv
+    """``H^-1 = L^-T L^-1`` from the lower Cholesky factor ``L`` of ``H`` by LAPACK
+    ``dpotri`` (``L^-1``, then the product in one triangle: a third of the work of a
+    general product), the upper triangle mirrored."""
+    if L.shape[0] == 0:  # the empty model
+        return np.zeros((0, 0))
+    Hinv, info = linalg.lapack.dpotri(L, lower=1)
+    if info:
+        raise linalg.LinAlgError(f"the Cholesky factor is singular (dpotri info {info})")
+    Hinv = np.tril(Hinv)
+    Hinv += np.tril(Hinv, -1).T
+    return Hinv
 
 
 def gram_weight_posterior(G: np.ndarray, Phit: np.ndarray, alpha: np.ndarray, beta: float

@@ -53,6 +53,7 @@ from sparsebayes.models.gp import se_ard_covariance
 from .. import samplers
 from ..numerics import (
     check_positive_int,
+    cholesky_inverse,
     covariance_root,
     gaussian_draws,
     one_blas_thread,
@@ -182,7 +183,7 @@ def _lml_and_grad(theta: np.ndarray, X: np.ndarray, t: np.ndarray, f0=None):
     K = se_ard_covariance(X, None, ls, sf)
     mode = laplace_mode(K, t, f0)
     pi, sW, L, a = mode.pi, mode.sW, mode.L, mode.a
-    R = sW[:, None] * linalg.cho_solve((L, True), np.diag(sW))  # W^1/2 B^-1 W^1/2
+    R = sW[:, None] * cholesky_inverse(L) * sW  # W^1/2 B^-1 W^1/2
     C = linalg.solve_triangular(L, sW[:, None] * K, lower=True)
     # GPML eq. 5.23: d log|B| / d f_hat_i = -(K^-1 + W)^-1_ii dW_ii/df_i with
     # dW/df = pi (1 - pi)(1 - 2 pi) (= -d^3 log p / df^3)

@@ -25,6 +25,7 @@ from ..numerics import (
     LOG_2PI,
     check_positive_int,
     check_rows_out,
+    cholesky_inverse,
     gaussian_draws,
     one_blas_thread,
     show_progress,
@@ -80,11 +81,7 @@ def _lml_and_grad(theta: np.ndarray, Xc: np.ndarray, t: np.ndarray, grad: bool =
     lml = -0.5 * (t @ a) - np.sum(np.log(np.diag(L))) - 0.5 * n * LOG_2PI
     if not grad:
         return lml
-    Kinv, info = linalg.lapack.dpotri(L, lower=1)
-    if info != 0:
-        raise linalg.LinAlgError("dpotri failed")
-    Kinv = np.tril(Kinv) + np.tril(Kinv, -1).T
-    W = np.outer(a, a) - Kinv
+    W = np.outer(a, a) - cholesky_inverse(L)
     g_ls, g_sf = type2.se_ard_gradient(W * Kf, Z)
     g_sn = sn**2 * np.trace(W)
     return lml, np.concatenate([g_ls, [g_sf, g_sn]])

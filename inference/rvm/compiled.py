@@ -45,13 +45,15 @@ class BernoulliMode(NamedTuple):
 
 class Recomputed(NamedTuple):
     """:func:`recompute`'s result: ``ok`` (False: ``H`` not positive definite, the other
-    fields unset), ``mu``, ``Sigma`` (T01 eq. 6), ``S``, ``Q`` (TF03 eqs. 24-25)."""
+    fields unset), ``mu``, ``Sigma`` (T01 eq. 6), ``S``, ``Q`` (TF03 eqs. 24-25) and
+    ``logdet_Sigma`` (``-2 sum ln L_ii``)."""
 
     ok: bool
     mu: np.ndarray
     Sigma: np.ndarray
     S: np.ndarray
     Q: np.ndarray
+    logdet_Sigma: float
 
 
 # ---- one basis (TF03 eqs. 18-21, T01 App. A hyperpriors) ------------------------------------
@@ -409,7 +411,7 @@ def recompute(cross, active, alpha, diag, PhiBt):
     S = np.empty(M)
     Q = np.empty(M)
     if not ok:
-        return Recomputed(ok, mu, Sigma, S, Q)
+        return Recomputed(ok, mu, Sigma, S, Q, 0.0)
     y = np.empty(P)  # L^-1 PhiBt_act
     for i in range(P):
         v = PhiBt[active[i]]
@@ -449,7 +451,10 @@ def recompute(cross, active, alpha, diag, PhiBt):
             qq += z[i] * y[i]
         S[m] = diag[m] - ss
         Q[m] = PhiBt[m] - qq
-    return Recomputed(ok, mu, Sigma, S, Q)
+    logdet = 0.0
+    for i in range(P):
+        logdet -= 2.0 * math.log(L[i, i])
+    return Recomputed(ok, mu, Sigma, S, Q, logdet)
 
 
 @njit(cache=True)

@@ -459,6 +459,8 @@ class SequentialSparseBayes:
     batch_skips: bool = False
 
     def __post_init__(self) -> None:
+        self.logdet_Sigma: float | None = None  # ln|Sigma| of the last recompute (None:
+        # Sigma changed since, by a rank-one update or a restore)
         if self.products is None:
             self.products = DenseProducts(self.Phi, self.t, self.b, self.symmetric_block,
                                           self.diag)
@@ -512,6 +514,7 @@ class SequentialSparseBayes:
         """Back to a :meth:`snapshot` taken on the same products."""
         self.active = list(snap.active)
         self.alpha, self.Sigma, self.mu = snap.alpha, snap.Sigma, snap.mu
+        self.logdet_Sigma = None
         self.S, self.Q, self.excluded, self.aligned = snap.S, snap.Q, snap.excluded, snap.aligned
         Mt = len(self.active)
         if self._buf.shape[1] < Mt:
@@ -530,6 +533,7 @@ class SequentialSparseBayes:
             new = compiled.recompute(self.cross, act, self.alpha, self.diag, self.PhiBt)
             if new.ok:
                 self.mu, self.Sigma, self.S, self.Q = new.mu, new.Sigma, new.S, new.Q
+                self.logdet_Sigma = new.logdet_Sigma
                 self.steps_since_recompute = 0
                 return
         H = self.cross[act, :]
@@ -543,6 +547,7 @@ class SequentialSparseBayes:
         if info != 0:
             raise linalg.LinAlgError("singular Cholesky factor of the posterior precision")
         self.Sigma = Linv.T @ Linv
+        self.logdet_Sigma = -2.0 * float(np.sum(np.log(np.diag(L))))
         self.S = self.diag - np.einsum("ij,ij->i", ZT, ZT)
         self.Q = self.PhiBt - ZT @ y
         self.steps_since_recompute = 0
@@ -648,6 +653,7 @@ class SequentialSparseBayes:
             buf[:, :Mt] = self.cross
             self._buf = buf
         c = self.products.column(i, self._buf[:, Mt])  # Phi^T B phi_i
+        self.logdet_Sigma = None
         self.Sigma, self.mu = compiled.add_update(
             self.Sigma, self.mu, self.S, self.Q, self.cross, c,
             np.asarray(self.active, dtype=np.int64), i, float(alpha_i))
@@ -660,6 +666,7 @@ class SequentialSparseBayes:
         """A.3: change the precision of basis ``i`` (in the model)."""
         j = self.active.index(i)
         self.policy.reestimated(i, self.alpha[j], alpha_new)
+        self.logdet_Sigma = None
         compiled.reestimate_update(self.Sigma, self.mu, self.S, self.Q, self.cross, j,
                                    1.0 / (alpha_new - self.alpha[j]))
         self.alpha[j] = alpha_new
@@ -667,6 +674,7 @@ class SequentialSparseBayes:
     def delete(self, i: int) -> None:
         """A.4: remove basis ``i`` (alpha -> inf)."""
         j = self.active.index(i)
+        self.logdet_Sigma = None
         self.Sigma, self.mu = compiled.delete_update(self.Sigma, self.mu, self.S, self.Q,
                                                      self.cross, j)
         keep = np.arange(len(self.active)) != j
@@ -878,7 +886,8 @@ class SequentialSparseBayes:
         return 0.5 * (
             p.logdet_b()
             + np.sum(np.log(self.alpha))
-            + np.linalg.slogdet(self.Sigma)[1]
+            + (self.logdet_Sigma if self.logdet_Sigma is not None
+               else np.linalg.slogdet(self.Sigma)[1])
             - p.weighted_rss(self.active, self.mu)
             - self.mu @ (self.alpha * self.mu)
             - p.n * LOG_2PI

@@ -175,6 +175,7 @@ def execute(todo: list[Cell], n_jobs: int, client,
             on_result(groups[b][j], rec)
             progress.update(rec)
 
+    finished = False
     try:
         pending = {pool.submit(run_batch, b, cells) for b, cells in enumerate(groups)}
         while pending:
@@ -195,8 +196,11 @@ def execute(todo: list[Cell], n_jobs: int, client,
             if left[0] == before:
                 raise RuntimeError(f"{left[0]} finished cells never reached the study; "
                                    "re-run with --resume")
+        finished = True
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        # after the last cell the idle workers wind down (interpreter teardown with PyMC and
+        # numba loaded) while the study writes its table and report; on an error, wait
+        pool.shutdown(wait=not finished, cancel_futures=True)
 
 
 def cost_rank(cell: Cell) -> tuple[int, int]:

@@ -26,7 +26,7 @@ from sparsebayes.models.datasets import CLASSIFICATION, COUNTS, REGRESSION, Data
 from .cells import Cell
 from .data import DataSpec
 from .specs import FAMILIES, MethodSpec, parse_spec, spec_from_label
-from .storage import MANIFEST, TABLE, load_table
+from .storage import MANIFEST, TABLE, load_posterior, load_table
 
 __all__ = ["write_report", "write_html", "paired_tests", "summary_table", "loo_table",
            "loo_agreement", "LOSSES"]
@@ -623,8 +623,6 @@ def _plot_posteriors(out: Path, data: DataSpec, methods, fig_path: Path,
     fits on the same basis functions (the largest such group: a weight ``c11`` of a
     50-centre dictionary is another function than ``c11`` of a 30-centre one). Returns
     None (no figure), or a caption naming the methods compared and those left out."""
-    import xarray as xr
-
     from sparsebayes.inference.compare import basis_key
     from sparsebayes.inference.plots import plot_posteriors
 
@@ -634,7 +632,7 @@ def _plot_posteriors(out: Path, data: DataSpec, methods, fig_path: Path,
         cell = Cell(data, 0, m, _seed(out))
         path = cell.path(out).with_suffix(".zarr")
         if m.family == "rvm" and path.is_dir():  # rvm* shares the rvm posterior
-            post = xr.open_datatree(path, engine="zarr", consolidated=False).load()
+            post = load_posterior(path)
             groups.setdefault(basis_key(post), {})[_short(m, methods)] = post
             arrays = arrays or _arrays(out, cell)
     posts = max(groups.values(), key=len, default={})

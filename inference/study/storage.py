@@ -10,19 +10,25 @@ import json
 import os
 import re
 import shutil
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["StudyExistsError", "load_table", "MANIFEST", "TABLE", "TIMING_COLUMNS"]
+__all__ = ["StudyExistsError", "load_table", "load_posterior", "MANIFEST", "TABLE",
+           "TIMING_COLUMNS"]
 
 CELL_FORMAT = 2  # 2: cells carry the leave-one-out columns (format-1 cells are recomputed)
 MANIFEST = "study.json"
 TABLE = "results.csv"
 TIMING_COLUMNS = ("fit_seconds", "predict_seconds", "compile_seconds", "loo_seconds",
                   "cell_seconds")
+# the posteriors this process saved, by path, for its own report (opening a zarr store of
+# many small arrays costs more than drawing the figure); the oldest go past this many bytes
+SAVED_POSTERIOR_BYTES = 500_000_000
+_SAVED: OrderedDict[Path, Any] = OrderedDict()
 
 
 class StudyExistsError(FileExistsError):
@@ -79,12 +85,31 @@ def save_cell(out: Path, cell, record: dict[str, Any]) -> dict[str, Any]:
             shutil.rmtree(final, ignore_errors=True)
             os.replace(tmp, final)
             record["posterior_file"] = final.name
+            _remember(final, post)
         except Exception as exc:  # the metrics still count; say why the file is missing
             shutil.rmtree(tmp, ignore_errors=True)
             record["posterior_file"] = ""
             record["posterior_error"] = f"{type(exc).__name__}: {exc}"
     atomic_write(path, json.dumps(record, indent=1, default=_json_default))
     return record
+
+
+def _remember(path: Path, post) -> None:
+    _SAVED[path.resolve()] = post
+    _SAVED.move_to_end(path.resolve())
+    while sum(p.nbytes for p in _SAVED.values()) > SAVED_POSTERIOR_BYTES and len(_SAVED) > 1:
+        _SAVED.popitem(last=False)
+
+
+def load_posterior(path: Path):
+    """The DataTree stored at ``path`` (a cell's ``.zarr``), from memory when this process
+    saved it."""
+    path = Path(path).resolve()
+    if path in _SAVED:
+        return _SAVED[path]
+    import xarray as xr
+
+    return xr.open_datatree(path, engine="zarr", consolidated=False).load()
 
 
 def _json_default(obj):

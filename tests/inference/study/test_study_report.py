@@ -125,6 +125,15 @@ def test_report_links_resolve(tmp_path):
         DATASETS["diabetes"].width)), "evidence", seed=cell.fit_seed)
     np.testing.assert_array_equal(stored["gaussian_posterior"]["mu"].values,
                                   direct["gaussian_posterior"]["mu"].values)
+    # the report takes the posterior this process saved from memory: the same as the store
+    from sparsebayes.inference.compare import basis_key
+    from sparsebayes.inference.study import storage
+
+    kept = storage.load_posterior(cell.path(out).with_suffix(".zarr"))
+    assert kept is storage.load_posterior(cell.path(out).with_suffix(".zarr"))  # memory
+    assert basis_key(kept) == basis_key(stored)
+    for group in ("posterior", "gaussian_posterior", "constant_data"):
+        xr.testing.assert_allclose(kept[group].to_dataset(), stored[group].to_dataset())
     assert not cell.path(out).with_name("split001.zarr").exists()
     # summary numbers come from the table
     t = pd.read_csv(out / "results.csv")
