@@ -87,9 +87,10 @@ def conditional_weights(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, beta:
                         ) -> tuple[np.ndarray, np.ndarray]:
     """For each draw ``(alpha_s, beta_s)`` (leading dims ``S``): ``mu_s`` and a draw
     ``w_s ~ N(mu_s, Sigma_s)`` with ``Sigma = (A + beta Phi^T Phi)^-1``, ``mu = beta Sigma
-    Phi^T t`` (T01 eqs. 12-13), by batched Cholesky of ``H = Sigma^-1``:
-    ``w = mu + L^-T z``. Returns ``(w, mu)`` with the shape of ``alpha``."""
-    from scipy.linalg import cho_solve, solve_triangular
+    Phi^T t`` (T01 eqs. 12-13), by batched Cholesky of ``H = Sigma^-1`` (``chunk`` draws
+    at a time, ``H`` scaled to unit diagonal): ``w = mu + L^-T z``. Returns ``(w, mu)`` with
+    the shape of ``alpha``."""
+    from scipy.linalg import solve_triangular
 
     lead = alpha.shape[:-1]
     M = alpha.shape[-1]
@@ -100,15 +101,19 @@ def conditional_weights(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, beta:
     W = np.empty_like(A)
     MU = np.empty_like(A)
     Z = rng.standard_normal(A.shape)
-    for s in range(A.shape[0]):
-        H = B[s] * G
-        H[np.diag_indices(M)] += A[s]
-        d = np.sqrt(np.diag(H))  # symmetric diagonal scaling: H = D Hs D
-        Hs = H / np.outer(d, d)
-        L = np.linalg.cholesky(Hs)
-        mu = cho_solve((L, True), B[s] * h / d) / d
-        W[s] = mu + solve_triangular(L.T, Z[s], lower=False) / d
-        MU[s] = mu
+    diag = np.arange(M)
+    for lo in range(0, A.shape[0], chunk):
+        a, b = A[lo : lo + chunk], B[lo : lo + chunk]
+        H = b[:, None, None] * G
+        H[:, diag, diag] += a
+        d = np.sqrt(H[:, diag, diag])  # symmetric diagonal scaling: H = D Hs D
+        L = np.linalg.cholesky(H / (d[:, :, None] * d[:, None, :]))
+        y = solve_triangular(L, (b[:, None] * h / d)[..., None], lower=True)
+        # L^T [x, v] = [y, z]: mu = x / d, w = mu + v / d
+        xv = solve_triangular(L, np.concatenate([y, Z[lo : lo + chunk, :, None]], axis=2),
+                              lower=True, trans="T")
+        MU[lo : lo + chunk] = xv[..., 0] / d
+        W[lo : lo + chunk] = MU[lo : lo + chunk] + xv[..., 1] / d
     return W.reshape(alpha.shape), MU.reshape(alpha.shape)
 
 

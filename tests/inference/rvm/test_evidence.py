@@ -49,13 +49,16 @@ def test_cholesky_log_evidence_equals_direct_eq15(seed):
         direct_log_evidence(Phi, t, alpha, 4.0), rel=1e-10)
 
 
+@pytest.mark.parametrize("refresh", [False, True])
 @pytest.mark.parametrize("seed", range(4))
-def test_fast_bookkeeping_and_every_gain_equal_full_evaluations(seed):
+def test_fast_bookkeeping_and_every_gain_equal_full_evaluations(seed, refresh):
     """State evidence == eq. (15), and each add/delete/re-estimate gain (App. A) equals the
-    difference of two full evaluations, through rank-one updates (no recompute)."""
+    difference of two full evaluations, through rank-one updates alone (``refresh`` False:
+    ln|Sigma| of the updated Sigma) and with the exact recompute after each step (ln|Sigma|
+    from its Cholesky factor)."""
     Phi, t = random_problem(seed)
     beta = 4.0
-    state = SequentialSparseBayes(Phi, t, np.full(t.size, beta))
+    state = SequentialSparseBayes(Phi, t, np.full(t.size, beta), refresh_after_step=refresh)
 
     def full(st):
         return direct_log_evidence(Phi[:, st.active], t, st.alpha, beta)
