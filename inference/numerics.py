@@ -22,6 +22,7 @@ __all__ = [
     "weight_posterior",
     "gram_weight_posterior",
     "cholesky_inverse",
+    "precision_factor",
     "lower_inverse",
     "log_evidence",
     "gram_log_evidence",
@@ -96,14 +97,20 @@ def cholesky_inverse(L: np.ndarray) -> np.ndarray:
     return Hinv
 
 
+def precision_factor(G: np.ndarray, alpha: np.ndarray, beta: float = 1.0) -> np.ndarray:
+    """The lower Cholesky factor of the weight posterior's precision ``Sigma^-1 = beta G +
+    A`` (T01 eq. 12; ``G = Phi^T B Phi`` with ``beta = 1`` for per-point precisions ``B``)."""
+    H = beta * G
+    H[np.diag_indices_from(H)] += alpha
+    return cholesky(H)
+
+
 def gram_weight_posterior(G: np.ndarray, Phit: np.ndarray, alpha: np.ndarray, beta: float
                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """T01 eqs. (12)-(13) from the Gram matrix ``G = Phi^T Phi`` and ``Phit = Phi^T t``:
     ``Sigma = (beta G + A)^-1``, ``mu = beta Sigma Phi^T t``. Returns ``mu``, ``Sigma`` and
     the Cholesky factor ``L`` of ``Sigma^-1``."""
-    H = beta * G
-    H[np.diag_indices_from(H)] += alpha
-    L = cholesky(H)
+    L = precision_factor(G, alpha, beta)
     Sigma = cholesky_inverse(L)
     mu = beta * (Sigma @ Phit)
     return mu, Sigma, L

@@ -210,10 +210,20 @@ def _draws(problem, post: xr.Dataset, prior: GammaPrior, collapsed: bool,
     return alpha, beta, (None if collapsed else get("w"))
 
 
-def _model_for(problem, prior, collapsed, likelihood, form="auto"):
+def _model_for(problem, prior, collapsed: bool, likelihood, form: str, sampler: str
+               ) -> tuple[object, CompiledKey | None, dict]:
+    """The PyMC model ``sampler`` runs, its :func:`_compiled_key`, and the attrs naming the
+    collapsed regression likelihood's form (``form="auto"``: :func:`auto_form` for this size
+    and sampler; ``{}`` for the other models)."""
+    woodbury = collapsed and gaussian_noise(problem)  # the collapsed regression model
+    if woodbury and form == "auto":
+        form = auto_form(problem.X.shape[0], problem.basis.n_columns, sampler)
     if gaussian_noise(problem):
-        return regression_model(problem, collapsed=collapsed, prior=prior, form=form)
-    return problem.pymc_model(prior=prior, likelihood=likelihood, collapsed=collapsed)
+        model = regression_model(problem, collapsed=collapsed, prior=prior, form=form)
+    else:
+        model = problem.pymc_model(prior=prior, likelihood=likelihood, collapsed=collapsed)
+    attrs = {"collapsed_form": model.rvm_info["form"]} if woodbury else {}
+    return model, _compiled_key(problem, model, collapsed, likelihood), attrs
 
 
 class CompiledKey(NamedTuple):
@@ -311,8 +321,6 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
     prior = _check_prior(problem, prior, "NUTS")
     N = problem.X.shape[0]
     M = problem.basis.n_columns
-    if woodbury and form == "auto":
-        form = auto_form(N, M, sampler)
     K = getattr(problem, "n_classes", 1)  # class count: 1 for the other problems
     n_out = K if K > 2 or likelihood == "softmax" else 1
     n_params = M * n_out * (1 if collapsed else 2) + 1
@@ -324,8 +332,7 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
             f"(about {mcmc_cost(N, M, n_params, 1, 0, 1, collapsed=woodbury) * 1e3:.1f} ms "
             "per draw and chain). Consider the 'evidence' or 'advi' methods, fewer draws, "
             "or a subset of the basis.", SamplingWarning)
-    model = _model_for(problem, prior, collapsed, likelihood, form)
-    key = _compiled_key(problem, model, collapsed, likelihood)
+    model, key, form_attrs = _model_for(problem, prior, collapsed, likelihood, form, sampler)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
     with one_blas_thread():
         post_ds, stats, t_compile, t_sample = run_sampler(
@@ -344,9 +351,8 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
         "sampling_time": t_sample,
         "noise_fixed": int(_noise_fixed(problem)),
         "hyperparameters": "sampled",
+        **form_attrs,
     }
-    if woodbury:
-        attrs["collapsed_form"] = model.rvm_info["form"]
     dt = _assemble(problem, model, alpha=alpha, beta=beta, w=w, extra_stats=stats,
                    attrs=attrs, rng=rng)
     sampled = ("alpha", "beta", "w")
@@ -453,13 +459,10 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
     name = "ADVI" if method == "advi" else "full-rank ADVI"
     prior = _check_prior(problem, prior, name)
     collapsed = bool(collapsed)
-    woodbury = collapsed and gaussian_noise(problem)  # the collapsed regression model
-    model = _model_for(problem, prior, collapsed, likelihood, auto_form(
-        problem.X.shape[0], problem.basis.n_columns, method) if woodbury else "auto")
+    model, key, form_attrs = _model_for(problem, prior, collapsed, likelihood, "auto", method)
     rate = VI_LEARNING_RATE if learning_rate is None else float(learning_rate)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
     start = _start_point(problem, model)
-    key = _compiled_key(problem, model, collapsed, likelihood)
     start_time = time.perf_counter()
     t_compile = 0.0
     with one_blas_thread():
@@ -508,9 +511,8 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
         "prior": prior.as_array(),
         "noise_fixed": int(_noise_fixed(problem)),
         "hyperparameters": "variational",  # independent draws: the chain has no meaning
+        **form_attrs,
     }
-    if woodbury:
-        attrs["collapsed_form"] = model.rvm_info["form"]
     return _assemble(problem, model, alpha=alpha, beta=beta, w=w,
                      extra_stats={"elbo": (("iteration",), -hist)}, attrs=attrs, rng=rng)
 

@@ -20,11 +20,11 @@ from sparsebayes.models.priors import resolve_prior
 from ..numerics import (
     LOG_2PI,
     check_rows_out,
-    cholesky,
     gaussian_draws,
     gram_weight_posterior,
     lower_inverse,
     one_blas_thread,
+    precision_factor,
     warn_user,
 )
 from ..predictive.regression import gaussian_predictive
@@ -216,9 +216,7 @@ def _vrvm(stats, prior, *, noise_sd, alpha0, beta0, max_iter, tol,
         # q(w) (T01 eqs. 12-13) by the triangular inverse of the Cholesky factor of
         # Sigma^-1 = A + beta G: only diag(Sigma) is needed, not Sigma
         alpha_used, beta_used = alpha, beta
-        H = beta * Ga
-        H[np.diag_indices_from(H)] += alpha
-        L = cholesky(H)
+        L = precision_factor(Ga, alpha, beta)
         Linv = lower_inverse(L)
         sigma_diag = np.einsum("ij,ij->j", Linv, Linv)
         mu = beta * (Linv.T @ (Linv @ Phit[active]))

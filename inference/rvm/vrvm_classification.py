@@ -34,7 +34,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
-from scipy.linalg import cho_solve
 from scipy.special import log_expit, logsumexp, softmax
 
 from sparsebayes.models import GammaPrior, NumericalWarning, RVMClassification
@@ -47,6 +46,7 @@ from ..numerics import (
     cholesky,
     cholesky_inverse,
     one_blas_thread,
+    precision_factor,
     warn_user,
 )
 from ..predictive.classification import logit_moments, moderated_from_moments, pair_logit_moments
@@ -479,11 +479,10 @@ def _coordinate(Phi, Phi_s, model, prior, *, max_iter, tol, start=None) -> VRVMC
 def _gaussian(Phi_s, z, b, alpha):
     """``q(w)`` for the surrogate: ``Sigma = (A + Phi_s^T B Phi_s)^-1``, ``mu = Sigma
     Phi_s^T B z`` and ``H = Sigma^-1``."""
-    H = Phi_s.T @ (b[:, None] * Phi_s)
-    H[np.diag_indices_from(H)] += alpha
-    L = cholesky(H)
-    Sigma = cho_solve((L, True), np.eye(H.shape[0]), check_finite=False)
-    return Sigma @ (Phi_s.T @ (b * z)), Sigma, H
+    G = Phi_s.T @ (b[:, None] * Phi_s)
+    Sigma = cholesky_inverse(precision_factor(G, alpha))
+    G[np.diag_indices_from(G)] += alpha
+    return Sigma @ (Phi_s.T @ (b * z)), Sigma, G
 
 
 def _bound(state, z, b, c0, n_pairs: int) -> float:
