@@ -46,7 +46,6 @@ from ..numerics import (
     cholesky,
     cholesky_inverse,
     one_blas_thread,
-    precision_factor,
     warn_user,
 )
 from ..predictive.classification import logit_moments, moderated_from_moments, pair_logit_moments
@@ -479,10 +478,10 @@ def _coordinate(Phi, Phi_s, model, prior, *, max_iter, tol, start=None) -> VRVMC
 def _gaussian(Phi_s, z, b, alpha):
     """``q(w)`` for the surrogate: ``Sigma = (A + Phi_s^T B Phi_s)^-1``, ``mu = Sigma
     Phi_s^T B z`` and ``H = Sigma^-1``."""
-    G = Phi_s.T @ (b[:, None] * Phi_s)
-    Sigma = cholesky_inverse(precision_factor(G, alpha))
-    G[np.diag_indices_from(G)] += alpha
-    return Sigma @ (Phi_s.T @ (b * z)), Sigma, G
+    H = Phi_s.T @ (b[:, None] * Phi_s)
+    H[np.diag_indices_from(H)] += alpha
+    Sigma = cholesky_inverse(cholesky(H))
+    return Sigma @ (Phi_s.T @ (b * z)), Sigma, H
 
 
 def _bound(state, z, b, c0, n_pairs: int) -> float:
