@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import linalg
 
-from ..numerics import LOG_2PI, cholesky
+from ..numerics import LOG_2PI, cholesky, cholesky_inverse
 from . import compiled
 
 __all__ = [
@@ -543,10 +543,7 @@ class SequentialSparseBayes:
         ZT = linalg.blas.dtrsm(1.0, L, self.cross, side=1, lower=1, trans_a=1)  # cross L^-T
         y = linalg.lapack.dtrtrs(L, self.PhiBt[act], lower=1)[0]
         self.mu = linalg.lapack.dtrtrs(L, y, lower=1, trans=1)[0]
-        Linv, info = linalg.lapack.dtrtri(L, lower=1)  # keeps the zero upper triangle
-        if info != 0:
-            raise linalg.LinAlgError("singular Cholesky factor of the posterior precision")
-        self.Sigma = Linv.T @ Linv
+        self.Sigma = cholesky_inverse(L)
         self.logdet_Sigma = -2.0 * float(np.sum(np.log(np.diag(L))))
         self.S = self.diag - np.einsum("ij,ij->i", ZT, ZT)
         self.Q = self.PhiBt - ZT @ y
