@@ -79,7 +79,8 @@ __all__ = [
 
 NOISE_WAIT = 50  # iterations at the initial noise: re-estimating it while the model holds a
 # basis or two lets the noise explain the signal, a poor local optimum (linear-spline sinc)
-NOISE_EVERY = 10  # then it is re-estimated at every NOISE_EVERY-th iteration
+NOISE_EVERY = 10  # then re-estimated at every NOISE_EVERY-th iteration (every M / NOISE_SHARE-th
+NOISE_SHARE = 10  # with M > 200 bases in the model: a change taken costs M alpha steps)
 NOISE_STEP = 1e-3  # and taken when ln beta moved more than this (to tol at convergence)
 NEWTON_GAIN = 1e-3  # nats: a re-estimate gaining less gives way to a Newton step on them all
 REFIT_SEARCH_MAX_ITER = 200  # a LOO refit's local-search runs stop here (not kept then)
@@ -280,9 +281,11 @@ def _run_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm=N
     priors: converged when nothing is to be added or deleted and every re-estimate changes
     ``ln alpha`` by less than ``tol``, the noise settled.) The noise is held at its initial
     value for ``NOISE_WAIT`` iterations (or until the alphas converge), then re-estimated
-    (T01 eq. 46) at every ``NOISE_EVERY``-th iteration, taken when ``ln beta`` moved more
-    than ``NOISE_STEP`` (each change is an exact O(N M^2) recompute), and at convergence (a
-    change above ``tol`` in ``ln beta`` cancels it); and in every Newton step.
+    (T01 eq. 46) at every ``NOISE_EVERY``-th iteration (every ``M / NOISE_SHARE``-th with
+    ``M`` bases in the model, if more: each change taken is an exact O(N M^2) recompute, the
+    cost of ~M alpha steps, so its share of the time stays bounded), taken when ``ln beta``
+    moved more than ``NOISE_STEP``, and at convergence (a change above ``tol`` in ``ln beta``
+    cancels it); and in every Newton step.
     Candidates nearly collinear with a basis in the model (cosine above ``ALIGNMENT_SKIP``,
     SparseBayes v2's alignment test) are set aside: on dense inputs they would only move a
     centre by a tiny hop each (add, trade the weight, delete) — hundreds of iterations that
@@ -316,7 +319,8 @@ def _run_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm=N
         if done and hold:  # converged at the initial noise: its turn now
             noise_from, hold = it, False
         if estimate_noise and not hold and action != "newton" and (
-                it == noise_from or it % NOISE_EVERY == 0 or done):
+                it == noise_from or done
+                or it % max(NOISE_EVERY, len(state.active) // NOISE_SHARE) == 0):
             new_beta = _noise_update(data.n, state.rss(), state.gamma(), prior, beta_max)
             if abs(np.log(new_beta / beta)) > (tol if done else NOISE_STEP):
                 state.rescale(new_beta / beta)
