@@ -91,7 +91,9 @@ START_CONDITION = 1e-10  # MacKay's start: alpha_i ||phi_i||^2 >= 1e-10 beta
 BETA_MAX_FACTOR = 1e6  # beta <= BETA_MAX_FACTOR / var(t): noise sd >= 1e-3 sd(t)
 # learned widths: rounds of sparse fit and width step (_solve)
 WIDTH_MAX_ROUNDS = 50  # at most this many sparse fits
-WIDTH_ROUND_GAIN = 1e-6  # nats: a round raising the log evidence less than this ends them
+WIDTH_ROUND_GAIN = 1e-6  # nats: a round raising the log evidence less than this ends them,
+WIDTH_ROUND_RTOL = 1e-8  # or less than this times |log evidence| (large N: the tail of rounds
+#                          gaining 1e-5 nats of ~2500 ends)
 WIDTH_ROUND_WARN = 0.05  # nats: still gaining more than this after max_rounds warns
 WIDTH_STEP_MAX_ITER = 50  # L-BFGS-B iterations of one joint step (widths, alpha, noise)
 WIDTH_STEP_MAX_ITER_TALL = 20  # the same with 4x more rows than candidate columns: each
@@ -658,7 +660,8 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
     the log alpha of the bases in the model and the log noise precision
     (:func:`_joint_objective`; Tipping §4.3 interleaves the widths with the sparse fit in
     the same way), the widths within ``width_bounds`` (see :func:`fit_fast`); until a
-    converged sparse fit raises the log evidence by less than ``WIDTH_ROUND_GAIN`` nats (so
+    converged sparse fit raises the log evidence by less than ``WIDTH_ROUND_GAIN`` nats or
+    ``WIDTH_ROUND_RTOL`` times its magnitude, whichever is larger (so
     the result is a fixed point of the sparse fit at the widths returned), or
     after ``max_rounds`` (default ``WIDTH_MAX_ROUNDS``) sparse fits (a NumericalWarning then,
     when the last round still gained more than ``WIDTH_ROUND_WARN`` nats). One
@@ -720,7 +723,7 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
         if not problem.learn_width:
             break
         gain, last = tr[-1] - last, tr[-1]
-        if gain < WIDTH_ROUND_GAIN and converged:
+        if gain < max(WIDTH_ROUND_GAIN, WIDTH_ROUND_RTOL * abs(last)) and converged:
             width_converged = True
             break
         if rounds == max_rounds:
