@@ -76,21 +76,26 @@ def peer(X, t, width):
     return RVR(kernel="rbf", gamma=1.0 / width**2, fit_intercept=True).fit(X, t)
 
 
-def peer_log_evidence(X, t, width) -> float:
-    """T01 eq. 15 at fastrvm's hyperparameters (the same deterministic run through its
-    bindings, which also return the bias precision that ``RVR`` drops)."""
+def peer_bindings_fit(X, t, width):
+    """fastrvm's deterministic run through its bindings (which, unlike ``RVR``, also return
+    the bias precision): the result dict and the design ``[K, 1]`` its ``relevant_idx``
+    indexes."""
     from fastrvm import _sparsebayes_bindings as sb
     from sklearn.metrics.pairwise import rbf_kernel
-
-    from sparsebayes.inference.numerics import log_evidence
 
     K = rbf_kernel(X, X, gamma=1.0 / width**2)
     solver = sb.SparseBayes(sb.Likelihood.Gaussian, 10000, True, False, False, True, False,
                             None)
-    r = solver.inference(K, t)
+    return solver.inference(K, t), np.column_stack([K, np.ones(t.size)])
+
+
+def peer_log_evidence(X, t, width) -> float:
+    """T01 eq. 15 at fastrvm's hyperparameters (:func:`peer_bindings_fit`)."""
+    from sparsebayes.inference.numerics import log_evidence
+
+    r, Phi = peer_bindings_fit(X, t, width)
     idx = np.asarray(r["relevant_idx"]).ravel()
-    Phi = np.column_stack([K, np.ones(t.size)])[:, idx]
-    return float(log_evidence(Phi, t, np.asarray(r["alpha"]).ravel(), float(r["beta"])))
+    return float(log_evidence(Phi[:, idx], t, np.asarray(r["alpha"]).ravel(), float(r["beta"])))
 
 
 def row(problem: str, n: int, seed: int, width: float, data, repeats: int) -> dict:
