@@ -137,6 +137,7 @@ def fixed_width_fits(Z, t, Zt, tt) -> dict:
 
     from sparsebayes.inference import fit, predict
     from sparsebayes.inference.numerics import log_evidence
+    from sparsebayes.inference.predictive.regression import gaussian_predictive
     from sparsebayes.models import GaussianKernel, RVMRegression
 
     t0 = time.perf_counter()
@@ -155,13 +156,11 @@ def fixed_width_fits(Z, t, Zt, tt) -> dict:
     idx = np.asarray(r["relevant_idx"]).ravel()
     alpha, beta = np.asarray(r["alpha"]).ravel(), float(r["beta"])
     P = np.column_stack([rbf_kernel(Zt, Z, gamma=1.0), np.ones(tt.size)])[:, idx]
-    Sigma = np.asarray(r["covariance"])
-    var = 1.0 / beta + np.sum((P @ Sigma) * P, axis=1)
-    mean = P @ np.asarray(r["mean"]).ravel()
+    peer_pred = gaussian_predictive(P, np.asarray(r["mean"]).ravel(),
+                                    np.asarray(r["covariance"]), beta)
     rows["fastrvm"] = {"s": secs, "iter": int(r["n_iter"]), "converged": int(r["status"]) == 0,
                        "vec": idx.size, "logev": log_evidence(Phi[:, idx], t, alpha, beta),
-                       "nlpd": float(np.mean(0.5 * np.log(2 * np.pi * var)
-                                             + 0.5 * (tt - mean) ** 2 / var))}
+                       "nlpd": -float(np.mean(peer_pred.logpdf(tt)))}
     return rows
 
 
