@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -9,9 +10,21 @@ import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
+# The real benchmark files (never in the repository): $SPARSEBAYES_DATA, else ../shared/data
+DATA = Path(os.environ.get("SPARSEBAYES_DATA") or ROOT.parent / "shared" / "data")
 
 STUDY_DATA = "diabetes:n_train=60"
 STUDY_METHODS = "rvm/evidence,svm"
+
+
+def needs_data(*names: str):
+    """Skips a test unless the files of the data sets ``names`` (``datasets.FILES``) are in
+    :data:`DATA`; the reason names the missing files and where they go."""
+    from sparsebayes.models.datasets import missing_files
+
+    missing = [f for name in names for f in missing_files(name, DATA)[1]]
+    return pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)} in {DATA} "
+                              "($SPARSEBAYES_DATA, else ../shared/data beside the repository)")
 
 
 def _same_table(a: pd.DataFrame, b: pd.DataFrame) -> None:

@@ -3,10 +3,10 @@ small size (``SPARSEBAYES_SMALL=1``) through jupytext + nbclient, as a user woul
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from conftest import DATA
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9]*.py"))
@@ -18,8 +18,7 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
     jupytext = pytest.importorskip("jupytext")
     nbclient = pytest.importorskip("nbclient")
     monkeypatch.setenv("SPARSEBAYES_SMALL", "1")
-    if "SPARSEBAYES_DATA" not in os.environ:  # the tests' data folder, as in the brief
-        monkeypatch.setenv("SPARSEBAYES_DATA", str((ROOT / "../shared/data").resolve()))
+    monkeypatch.setenv("SPARSEBAYES_DATA", str(DATA))  # absent: the notebooks generate data
     monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel shows figures inline
     nb = jupytext.read(path)
     assert nb.metadata["kernelspec"]["name"] == "python3"

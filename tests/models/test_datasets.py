@@ -3,12 +3,9 @@
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import DATA, needs_data
 
 from sparsebayes.models import datasets
-
-DATA = ROOT.parent / "shared" / "data"
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"no data folder at {DATA}")
 
 
 def test_sinc_noise_models_and_seed():
@@ -55,7 +52,7 @@ def test_ripley_mixture_class_means():
     assert X[y == 0, 0].var() == pytest.approx(0.03 + 0.25, rel=0.05)
 
 
-@needs_data
+@needs_data("ripley")
 def test_ripley_loader_counts():
     X, y = datasets.load_ripley("train", data_dir=DATA)
     assert X.shape == (250, 2) and np.bincount(y).tolist() == [125, 125]
@@ -63,7 +60,7 @@ def test_ripley_loader_counts():
     assert X.shape == (1000, 2) and np.bincount(y).tolist() == [500, 500]
 
 
-@needs_data
+@needs_data("banana", "breast_cancer", "german", "heart")
 @pytest.mark.parametrize("name, n_train, n_test, d", [
     ("banana", 400, 4900, 2), ("breast_cancer", 200, 77, 9), ("german", 700, 300, 20),
     ("heart", 170, 100, 13)])
@@ -78,7 +75,7 @@ def test_ida_splits_partition_the_data(name, n_train, n_test, d):
     np.testing.assert_array_equal(idx, np.arange(n))
 
 
-@needs_data
+@needs_data("boston", "pima_ripley", "haberman", "banana")
 def test_other_loaders(monkeypatch):
     monkeypatch.setenv("SPARSEBAYES_DATA", str(DATA))
     X, t, names = datasets.load_boston()

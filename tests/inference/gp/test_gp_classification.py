@@ -3,7 +3,7 @@ GaussianProcessClassifier, a direct dense computation and quadrature."""
 
 import numpy as np
 import pytest
-from conftest import ROOT, assert_reused_sampler_equals_fresh
+from conftest import DATA, assert_reused_sampler_equals_fresh, needs_data
 from scipy import integrate, optimize, stats
 from scipy.special import expit, log_expit
 
@@ -150,6 +150,7 @@ def test_result_layout_loo_and_bad_input():
     assert averaged_probability(np.array([0.0]), np.array([4.0]))[0] == pytest.approx(0.5)
 
 
+@needs_data("ripley")
 @pytest.mark.slow
 def test_nuts_agrees_with_laplace_on_ripley_100():
     """pm.gp.Latent + NUTS vs Laplace type-II ML (GPML Alg. 3.1/5.1) on 100 Ripley points:
@@ -161,10 +162,9 @@ def test_nuts_agrees_with_laplace_on_ripley_100():
 
     from sparsebayes.inference.gp.classification import nuts_probability_draws
 
-    data = ROOT.parent / "shared" / "data"
-    X, y = datasets.load_ripley("train", data_dir=data)
+    X, y = datasets.load_ripley("train", data_dir=DATA)
     idx = np.random.default_rng(0).choice(y.size, 100, replace=False)
-    Xt, _ = datasets.load_ripley("test", data_dir=data)
+    Xt, _ = datasets.load_ripley("test", data_dir=DATA)
     Xt = Xt[::5]
     problem = GPClassification(X[idx], y[idx])
     post = fit(problem, "nuts", seed=1, draws=2500, tune=1000, chains=4, warn=False)

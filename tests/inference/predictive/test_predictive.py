@@ -4,6 +4,7 @@ Boston housing comparison of R&QC Table 1."""
 
 import numpy as np
 import pytest
+from conftest import DATA, needs_data
 from scipy import integrate, optimize, stats
 
 from sparsebayes.inference import fit, predict
@@ -22,8 +23,6 @@ from sparsebayes.models import (
     RVMRegression,
     datasets,
 )
-
-DATA = "../shared/data"
 
 
 def posterior_eqs_12_13(Phi, t, alpha, beta):
@@ -363,6 +362,7 @@ def boston_losses():
     return rows
 
 
+@needs_data("boston")
 @pytest.mark.slow
 def test_boston_reproduces_rqc_table1(boston_losses):
     from sparsebayes.inference.metrics import paired_t_test

@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import DATA, needs_data
 from scipy import integrate, optimize
 from scipy.special import expit, log_expit, logsumexp
 
@@ -27,8 +27,6 @@ from sparsebayes.models import (
     datasets,
 )
 
-DATA = ROOT.parent / "shared" / "data"
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"no data folder at {DATA}")
 ALPHA_FLOOR = r"\d+ weight precision\(s\) hit the floor"
 
 
@@ -432,7 +430,7 @@ def test_squarem_step_finds_the_limit_of_a_geometric_sequence(dim):
 # --------------------------------------------------------------------------------------------
 
 
-@needs_data
+@needs_data("ripley")
 def test_ripley_tipping_section_4_2():
     """Tipping (2001) §4.2: Gaussian width 0.5, 100 of Ripley's 250 training points, the
     1000-point test set: RVM 9.3% error with 4 relevance vectors (SVM 10.6% with 38). Over
@@ -479,7 +477,7 @@ def _cv_width(X, y, grid):
     return grid[int(np.argmin(scores))]
 
 
-@needs_data
+@needs_data(*IDA_TABLE)
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(IDA_TABLE))
 # expected, explained notes: breast_cancer has identical input rows (263 distinct of 277), so

@@ -6,7 +6,7 @@ whitened N(K-1) x KM design they replace."""
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import DATA, needs_data
 
 from sparsebayes.inference.likelihoods import Bernoulli, Likelihood, likelihood_for
 from sparsebayes.inference.rvm.sequential import DenseProducts, Policy, SequentialSparseBayes
@@ -242,16 +242,12 @@ def test_softmax_newton_terms_by_class_equal_the_general_form():
 
 
 def _usps(n, seed=0):
-
-    data = ROOT.parent / "shared" / "data"
-    if not (data / "usps.npz").is_file():
-        pytest.skip("usps.npz is not in the shared data folder")
-    Xtr, ytr, Xte, yte = datasets.load_usps(data_dir=data)
+    Xtr, ytr, Xte, yte = datasets.load_usps(data_dir=DATA)
     idx = np.random.default_rng(seed).permutation(len(ytr))[:n]
     return Xtr[idx], ytr[idx], Xte[:500], yte[:500]
 
 
-@pytest.mark.parametrize("case", ["ripley", "usps"])
+@pytest.mark.parametrize("case", ["ripley", pytest.param("usps", marks=needs_data("usps"))])
 def test_fast_loop_raises_the_laplace_evidence_at_every_kept_run(case):
     """The acceptance test of the fast loop: the Laplace evidence (PRML 7.114) of every kept
     run of surrogate actions is no lower than the one before, and the loop converges on a

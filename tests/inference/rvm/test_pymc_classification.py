@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import DATA, needs_data
 from scipy import integrate, stats
 
 from sparsebayes.inference import fit, predict
@@ -26,7 +26,6 @@ from sparsebayes.models.pymc_models import classification_model
 
 pm = pytest.importorskip("pymc")
 
-DATA = ROOT.parent / "shared" / "data"
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +53,7 @@ def _summary(post, Xt, yt):
             "n_relevant": post.attrs["n_relevant"]}
 
 
+@needs_data("ripley")
 def test_default_classification_prior(ripley):
     """a = 2 and E[alpha] = a / b = mean(Phi^2) (unit logit scale); regression unchanged."""
     prob, _, _ = ripley
@@ -66,6 +66,7 @@ def test_default_classification_prior(ripley):
     assert reg.a == reg.c == SHAPE
 
 
+@needs_data("ripley")
 def test_collapsed_prior_is_the_gamma_normal_marginal(ripley):
     """The collapsed model's prior log density of w equals log of the integral of
     N(w | 0, 1/alpha) Gamma(alpha | a, b) over alpha (eq. 32 integrand), by quadrature."""
@@ -96,6 +97,7 @@ def test_conditional_alpha_restores_the_gamma_prior():
     assert stats.kstest(again, stats.gamma(prior.a, scale=1 / prior.b).cdf).pvalue > 0.01
 
 
+@needs_data("ripley")
 def test_advi_classification_default_converges_and_agrees_with_evidence(ripley,
                                                                          evidence_pred):
     """Default ADVI converges (no FloatingPointError) and predicts like the evidence method.
@@ -114,6 +116,7 @@ def test_advi_classification_default_converges_and_agrees_with_evidence(ripley,
     assert "alpha" in post["posterior"] and np.all(post["posterior"]["alpha"] > 0)
 
 
+@needs_data("ripley")
 @pytest.mark.slow
 def test_nuts_classification_default_mixes_and_agrees_with_evidence(ripley, evidence_pred):
     """Default NUTS (nutpie, 4 x 2000 draws after 1000 tuning) on Ripley-100: diagnose()

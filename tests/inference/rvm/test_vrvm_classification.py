@@ -7,7 +7,7 @@ out here, the Laplace method."""
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import DATA, needs_data
 from scipy import integrate, stats
 from scipy.special import expit, log_expit, log_softmax, logsumexp, softmax
 
@@ -30,8 +30,7 @@ from sparsebayes.models import (
     datasets,
 )
 
-DATA = ROOT.parent / "shared" / "data"
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"no data folder at {DATA}")
+RIPLEY = pytest.param("ripley", marks=needs_data("ripley"))  # the files
 
 
 def blobs3(n_per=40, seed=2):
@@ -52,8 +51,6 @@ def breast_cancer(n=150, seed=0):
 
 def _problem(name):
     if name == "ripley":
-        if not DATA.is_dir():
-            pytest.skip(f"no data folder at {DATA}")
         X, y = datasets.load_ripley("train", data_dir=DATA)
         idx = np.random.default_rng(0).choice(250, 100, replace=False)
         return RVMClassification(X[idx], y[idx], kernel=GaussianKernel(0.5))
@@ -191,7 +188,7 @@ def test_jj_bound_closed_form_equals_monte_carlo():
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["ripley", "blobs3", "breast_cancer"])
+@pytest.mark.parametrize("name", [RIPLEY, "blobs3", "breast_cancer"])
 def test_bound_never_decreases_and_equals_the_collapsed_evidence(name):
     """Every update raises the bound (the trace after every xi / psi update, every
     iteration); the bound by its explicit formula (expected likelihood bound + the weight
@@ -288,7 +285,7 @@ def test_multiclass_fit_layout_and_predictive():
     assert -np.mean(pv.logpdf(yt)) <= -np.mean(pl.logpdf(yt)) + 0.05
 
 
-@needs_data
+@needs_data("ripley")
 def test_ripley_within_reach_of_the_laplace_method():
     """Tipping (2001) §4.2 set-up: width 0.5, 10 random 100-point subsets of Ripley's
     training set, the 1000 test points. VRVM against fit(..., "evidence") on the same
@@ -401,7 +398,7 @@ def test_proper_prior_bound_below_exact_marginal_likelihood():
     assert st.bound[-1] < exact < st.bound[-1] + 0.4, (st.bound[-1], exact)
 
 
-@pytest.mark.parametrize("name", ["ripley", "blobs3"])
+@pytest.mark.parametrize("name", [RIPLEY, "blobs3"])
 def test_proper_prior_fit_bound_never_decreases(name):
     """Through fit(): every sweep raises the bound; q(alpha) has shape a + 1/2 (summary §2);
     n_relevant counts the weights with gamma > 0.01 (measured: 98 of 101 on Ripley-100, the

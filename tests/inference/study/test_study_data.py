@@ -8,8 +8,10 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import DATA as SHARED
 from conftest import STUDY_DATA as DATA
 from conftest import STUDY_METHODS as METHODS
+from conftest import needs_data
 from sklearn.datasets import load_diabetes
 
 from sparsebayes.inference import study as st
@@ -192,13 +194,8 @@ def test_missing_data_file_names_file_and_folder(tmp_path, monkeypatch):
     assert str(tmp_path) in str(err.value)
 
 
-SHARED = "../shared/data"  # the benchmark files, relative to the repo root
-
-
-def test_generated_and_file_splits_match_the_loaders():
-    """Each study data set against a direct call of sparsebayes.models.datasets."""
-    from sparsebayes.models import datasets as ds
-
+def test_generated_splits_match_the_generators():
+    """The generated study data sets against their generators' formulas."""
     s = st.load_split("sinc:n_train=40:n_test=30", 0, seed=2)
     assert s.X_train.shape == (40, 1) and s.X_test.shape == (30, 1)
     np.testing.assert_allclose(s.X_train[:, 0], np.linspace(-10, 10, 40))
@@ -209,6 +206,12 @@ def test_generated_and_file_splits_match_the_loaders():
     np.testing.assert_allclose(s.truth(np.array([[np.pi / 2]])), [2 / np.pi])
     r = st.load_split("ripley_mixture", 3)
     assert r.X_train.shape == (100, 2) and set(np.unique(r.y_train)) == {0, 1}
+
+
+@needs_data("german", "image", "ripley")
+def test_file_splits_match_the_loaders():
+    """Each file-based study data set against a direct call of sparsebayes.models.datasets."""
+    from sparsebayes.models import datasets as ds
 
     for k in (0, 7):
         got = st.load_split("german", k, data_dir=SHARED)
@@ -223,6 +226,7 @@ def test_generated_and_file_splits_match_the_loaders():
     assert all((X == row).all(1).any() for row in sub.X_train)  # a subset of the 250
 
 
+@needs_data("boston")
 def test_boston_folds_are_rqc_ten_fold_cv():
     """R&QC (2005) §3: 10-fold CV, test folds of 51 or 50 cases covering the 506 once."""
     from sparsebayes.models import datasets as ds
