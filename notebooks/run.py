@@ -6,7 +6,8 @@
 
 Each ``notebooks/NN_name.py`` is run in a fresh ``python3`` kernel (nbclient) and written
 next to it as ``NN_name.ipynb`` (ignored by git: the ``.py`` files are the source). The
-real-data notebooks read ``$SPARSEBAYES_DATA``.
+real-data notebooks read ``$SPARSEBAYES_DATA`` (default here: ``../shared/data`` beside the
+repository, if it exists) and fall back to built-in data without it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
                          f"{[p.stem for p in sorted(HERE.glob('[0-9]*.py'))]}")
     if args.small:
         os.environ["SPARSEBAYES_SMALL"] = "1"  # the kernel inherits the environment
+    shared = HERE.parent.parent / "shared" / "data"
+    if "SPARSEBAYES_DATA" not in os.environ and shared.is_dir():
+        os.environ["SPARSEBAYES_DATA"] = str(shared)
     for path in paths:
         nb = jupytext.read(path)
         start = time.perf_counter()
