@@ -29,6 +29,7 @@ __all__ = ["RVMRegression", "RVMClassification", "RVMPoissonRegression"]
 
 
 TINY_SD = 1e-100  # targets varying less than this are refused (rescale them)
+COUNT_MAX = 1e9  # Poisson RVM counts above this are refused (check_fit_counts says why)
 KMEANS_SEED = 0  # the k-means dictionary is a deterministic function of X and M
 KMEANS_ROWS = 50_000  # k-means runs on a fixed random subsample of this many rows at most
 
@@ -316,6 +317,24 @@ def check_counts(counts, n: int, name: str = "counts") -> np.ndarray:
     return arr.astype(np.int64)
 
 
+def check_fit_counts(counts: np.ndarray, name: str = "counts") -> None:
+    """``ValueError`` for counts a Poisson RVM cannot fit (checked counts, before any work):
+    all zero, where the log rate has no finite maximum-likelihood value (every fit drives it
+    towards -inf and only the prior stops it); and counts above :data:`COUNT_MAX`, where the
+    Poisson's relative noise ``1/sqrt(t)`` is below 3e-5 and the Laplace fits lose the rate
+    (MacKay's overflows ``exp`` from ~1e10; the fast one puts weights at the alpha floor)."""
+    if not np.any(counts):
+        raise ValueError(f"{name} are all zero: the log rate has no finite maximum-likelihood "
+                         "value (a fit only drives it towards -inf); a Poisson RVM needs at "
+                         "least one non-zero count")
+    if counts.max() > COUNT_MAX:
+        raise ValueError(
+            f"{name} must be at most {COUNT_MAX:.0e} for the Poisson RVM, got a maximum of "
+            f"{counts.max():.3g}: at such counts the Poisson noise (relative sd "
+            "1/sqrt(count) < 3e-5) is all but absent and the Laplace fits lose the log rate; "
+            f"fit RVMRegression to log({name}) instead")
+
+
 def _poisson_observe(f, t_obs, n):
     """``t ~ Poisson(exp(f))`` as the observed ``t`` of a PyMC model, with the log density in
     the stable form ``t f - exp(f) - ln t!`` (PyMC's ``log(mu)`` of ``mu = exp(f)`` loses
@@ -378,6 +397,7 @@ class RVMPoissonRegression(RVMPoissonRegressionRecord):
         X, kernel, extra, centres = _checked_common(X, kernel, bias, extra_columns, prior,
                                                     learn_width, centres)
         counts = check_counts(counts, X.shape[0])
+        check_fit_counts(counts)
         fields = (X, counts, kernel, bias, extra)
         record = RVMPoissonRegressionRecord(*fields, None, learn_width, centres)
         super().__init__(*fields, _named_prior(record, prior), learn_width, centres)

@@ -664,17 +664,27 @@ def laplace_datatree(problem, basis, lik, lap: Laplace, res: ClassFit, *, shared
         attrs=attrs, seed=seed, draws=draws, chains=chains)
 
 
+# why weights reach the alpha floor, by likelihood (the warning of warn_fit)
+FLOOR_REASONS = {
+    "classes": "the classes are (nearly) separable and only the bound keeps the weights "
+               "finite; the probabilities are very confident",
+    "counts": "the counts are very large or vary more than a Poisson allows (over-"
+              "dispersed) and only the bound keeps the weights finite; the fitted rates "
+              "follow the counts closely",
+}
+
+
 def warn_fit(notes, at_floor: int, alpha_min: float, converged: bool, method: str,
-             max_iter) -> None:
-    """The warnings of a classification fit: its notes, weights at the alpha floor
-    (separable classes), no convergence."""
+             max_iter, floor_reason: str = "classes") -> None:
+    """The warnings of a Laplace or VRVM fit: its notes, weights at the alpha floor
+    (:data:`FLOOR_REASONS`: separable classes, or large or over-dispersed counts), no
+    convergence."""
     for note in notes:
         warn_user(note, NumericalWarning)
     if at_floor:
         warn_user(
             f"{at_floor} weight precision(s) hit the floor alpha_min={alpha_min:g} (unit-"
-            "norm columns): the classes are (nearly) separable and only the bound keeps the "
-            "weights finite; the probabilities are very confident", NumericalWarning)
+            f"norm columns): {FLOOR_REASONS[floor_reason]}", NumericalWarning)
     if not converged:
         warn_user(f"{method} did not converge in max_iter={max_iter} iterations; the "
                   "result is the last iterate (converged=False)", ConvergenceWarning)
@@ -732,7 +742,7 @@ def fit_laplace(problem, lik, algorithm: str, method: str, *, seed, max_iter: in
             max_iter=int(max_iter), tol=float(tol), alpha_min=float(alpha_min), lik=lik)
     optimise_seconds = time.perf_counter() - start
     warn_fit(sol.notes, sol.run.at_floor, alpha_min, sol.run.converged and sol.lap.converged,
-             method, max_iter)
+             method, max_iter, "counts" if lik.name == "poisson" else "classes")
     return laplace_datatree(problem, sol.basis, sol.lik, sol.lap, sol.run, shared=shared,
                             seed=seed, draws=draws, chains=chains, n_iter=sol.n_iter,
                             trace=sol.trace, optimise_seconds=optimise_seconds)

@@ -71,7 +71,9 @@ def study(args) -> int:
     base = SMALL_STUDY if args.small else DEFAULT_STUDY
     data = args.data or ",".join(base["data"])
     methods = args.methods or ",".join(base["methods"])
-    splits = args.splits or (base["splits"] if not (args.data or args.methods) else 10)
+    splits = args.splits  # 0 is refused by run_study, not read as "the default"
+    if splits is None:
+        splits = base["splits"] if not (args.data or args.methods) else 10
     table = run_study(data, methods, splits, args.out, seed=args.seed, n_jobs=args.n_jobs,
                       scheduler=args.scheduler, resume=args.resume,
                       retry_failed=args.retry_failed, data_dir=args.data_dir,

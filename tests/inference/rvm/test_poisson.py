@@ -5,6 +5,8 @@ GLM, SciPy's Poisson distribution, PyMC's own Poisson with the RVMLatent prior."
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
@@ -16,7 +18,7 @@ from sparsebayes.inference.loo import loo
 from sparsebayes.inference.predictive.regression import design
 from sparsebayes.inference.rvm import poisson
 from sparsebayes.inference.rvm.laplace import laplace_posterior
-from sparsebayes.models import GaussianKernel, RVMPoissonRegression
+from sparsebayes.models import GaussianKernel, NumericalWarning, RVMPoissonRegression
 
 
 def sine_counts(n: int, seed: int = 0):
@@ -361,11 +363,37 @@ def test_small_and_large_rates(level):
     assert abs(pred.mean.mean() - t.mean()) < 3 * np.sqrt(t.mean() / t.size)
 
 
-def test_all_zero_counts_give_a_small_rate():
+def test_all_zero_counts_are_refused():
+    """No finite maximum-likelihood log rate: refused when the problem is built (issue 46);
+    the predictive still scores all-zero counts."""
     X = np.linspace(-3, 3, 30)[:, None]
-    post = poisson.fit_evidence(RVMPoissonRegression(X, np.zeros(30, int)))
-    assert post.attrs["converged"] == 1
-    assert np.all(poisson.predict_laplace(post, X).mean < 0.1)
+    with pytest.raises(ValueError, match="counts are all zero: the log rate has no finite"):
+        RVMPoissonRegression(X, np.zeros(30, int))
+    assert np.isfinite(poisson.CountPredictive(np.zeros(3), np.ones(3)).logpdf([0, 0, 0])).all()
+
+
+def test_counts_above_1e9_are_refused():
+    """Beyond 1e9 the MacKay fit overflows exp (from ~1e10) and the fast one puts weights at
+    the alpha floor: refused with the bound and the alternative in the message; 1e9 passes."""
+    X = np.arange(4.0)[:, None]
+    RVMPoissonRegression(X, [1, 2, 10**9, 3])
+    with pytest.raises(ValueError, match=r"counts must be at most 1e\+09 for the Poisson RVM, "
+                       r"got a maximum of 5e\+12.*RVMRegression to log\(counts\)"):
+        RVMPoissonRegression(X, np.array([1, 2, 5, 3]) * 10**12)
+
+
+def test_alpha_floor_warning_speaks_of_counts_not_classes():
+    """Over-dispersed counts (Poisson draws x 1000) put weights at the alpha floor: the
+    warning names the counts, not the classifier's "separable" classes."""
+    X, t, _ = sine_counts(50, seed=0)
+    with warnings.catch_warnings(record=True) as record:  # with jitter and max_iter notes
+        warnings.simplefilter("always")
+        poisson.fit_evidence(RVMPoissonRegression(X, t * 1000, kernel=GaussianKernel(1.5)),
+                             max_iter=300)
+    floor = [str(w.message) for w in record if w.category is NumericalWarning
+             and "hit the floor" in str(w.message)]
+    assert floor and all("counts are very large or vary more than a Poisson" in m
+                         and "separable" not in m for m in floor)
 
 
 def test_warm_refits_against_cold_refits():

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -108,6 +110,23 @@ def test_study_refuses_nuts_negative_draws_before_any_cell(tmp_path, monkeypatch
         with pytest.raises(ValueError, match=message):
             st.run_study("sinc", text, 1, out, progress=False)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("splits", [0, -3])
+def test_cli_refuses_zero_and_negative_splits(tmp_path, splits):
+    """Issue 46 item 7: ``--splits 0`` ran the default 10 splits (``args.splits or 10``);
+    the command (stdout and stderr piped) and ``run_study`` refuse it as they refuse -3."""
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sparsebayes.inference.cli", "study", "--splits", str(splits),
+         "--data", "sinc", "--methods", "svm", "--out", str(out), "--no-progress"],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().endswith(
+        f"sparsebayes study: error: splits must be a positive integer, got {splits}")
+    assert proc.stdout == "" and not out.exists()
+    with pytest.raises(ValueError, match=f"splits must be a positive integer, got {splits}"):
+        st.run_study("sinc", "svm", splits, None, progress=False)
 
 
 def test_fit_refuses_bad_values_before_any_work(monkeypatch):
