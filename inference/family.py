@@ -62,9 +62,6 @@ class Family:
         ``fn(post)``: its pointwise values (N,).
     fitted_to_all : str
         What the optimistic estimate holds fitted to all points (for messages).
-    exact_max_n : int
-        The largest training set whose point results get the exact leave-one-out by
-        default.
     psis_loglik : callable or None
         ``fn(post)``: (S, N) pointwise log likelihood for PSIS-LOO where it is not the
         result's ``log_likelihood`` group (hyperparameter draws of a collapsed model).
@@ -94,7 +91,6 @@ class Family:
     optimistic: str | None = None
     optimistic_loo: Callable[..., np.ndarray] | None = None
     fitted_to_all: str = ""
-    exact_max_n: int = 1000
     psis_loglik: Callable[..., np.ndarray] | None = None
     sklearn_posteriors: tuple[str, ...] = ()
     schedule_rank: Mapping[str, int] = field(default_factory=dict)

@@ -1,57 +1,50 @@
-"""Leave-one-out cross-validation that is right for each method, as ArviZ ``ELPDData``.
+"""Leave-one-out cross-validation by one estimator for every method, as ArviZ ``ELPDData``.
 
-``az.loo(post)`` on a result's ``log_likelihood`` group (``log p(t_n | w_s, beta_s)`` per
-draw) is PSIS-LOO (Vehtari, Gelman & Gabry 2017) over the draws the result holds. For the
-type-II ML results (evidence, evidence-mackay, VRVM) those are draws of ``w`` at
-hyperparameters fitted on all N points, with the basis pruned on all N points: PSIS takes
-point n out of ``w``'s posterior but not out of the hyperparameters or the pruning, so the
-estimate is optimistic and not comparable with the sampled methods'. :func:`loo` computes:
+``az.loo(post)`` on a result's ``log_likelihood`` group is PSIS-LOO (Vehtari, Gelman & Gabry
+2017) over the draws the result holds. For the type-II ML results (evidence, MacKay, VRVM)
+those are draws of ``w`` at hyperparameters fitted on all N points, with the basis pruned
+on all N points, so the estimate is optimistic; for ADVI the draws come from ``q``, far
+from the posterior PSIS reweights (Pareto k of 5-45 measured), so it is noise. Each method
+with its own estimator ranks methods by their estimators' biases. :func:`loo` gives them
+one estimator by default (:func:`default_estimator`):
 
-* **Sampled regression** (``nuts``, ``advi``, ``fullrank_advi``; GP ``nuts``): the
-  non-factorised Gaussian LOO of Bürkner, Gabry & Vehtari (2021). For each draw
-  ``theta_s = (alpha_s, beta_s)`` the weights are integrated out, ``t ~ N(0, C)`` with
-  ``C = beta^-1 I + Phi A^-1 Phi^T`` (T01 eq. 15), and the LOO predictive given ``theta`` is
-  (Rasmussen & Williams 2006, GPML eqs. 5.10-5.12)
-  ``p(t_n | t_-n, theta) = N(t_n | t_n - [C^-1 t]_n / [C^-1]_nn, 1 / [C^-1]_nn)``.
-  Since ``p(theta | t_-n) ∝ p(theta | t) / p(t_n | t_-n, theta)``, PSIS with
-  ``log p(t_n | t_-n, theta_s)`` as the pointwise log-likelihood estimates ``p(t_n | t_-n)``
-  (Bürkner et al. 2021 §3): the importance sampling over ``w`` is done exactly, only
-  ``theta`` is reweighted. For ADVI the draws come from ``q(theta)`` and the same weights
-  assume leaving a point out moves ``q`` as it moves the posterior (Pareto k flags failures).
-* **Point (type-II ML) results** (``evidence``, ``evidence-mackay``, ``vrvm``; GP
-  ``evidence``), regression and classification: ``estimator="refit"`` is the exact LOO of the
-  method: for each n the same method refitted on the other N - 1 points (hyperparameters
-  re-estimated, basis re-pruned from the same candidates: kernels at every fitted centre,
-  point n's included, since LOO leaves out a target, not a basis function) and its own
-  predictive evaluated at ``x_n``. The refits are warm-started from the full-data solution
-  with the data's statistics downdated by the row left out (:func:`warm_refits`). Where the
-  objective has one optimum near the start they reach a cold refit's; where it has several
-  a warm refit follows the full-data one (its evidence was measured equal to or above the
-  cold refit's, not always: see :func:`cold_reason` for the fits refitted cold).
-  ``"kfold"``: the same with ``folds`` folds (the elpd of a fit to (K-1)/K of the points,
-  so slightly pessimistic). The optimistic estimators hold
-  the hyperparameters fitted to all N points: ``"gaussian"`` (regression, GPML eq. 5.12) and
-  ``"cavity"`` (classification, the Laplace LOO of Vehtari, Mononen, Tolvanen, Sivula &
-  Winther 2016).
-* **Sampled classification**: NUTS / ADVI sample ``w`` and the likelihood factorises, so
-  plain PSIS-LOO is right and is returned.
+* ``"subsample"`` (point and variational results): the difference estimator of Magnusson,
+  Andersen, Jonasson & Vehtari (2019, 2020) (:func:`subsample_loo`): a cheap
+  approximation on every point (:func:`approximate_loo`: GPML eq. 5.12 or the Laplace
+  cavity LOO of Vehtari, Mononen, Tolvanen, Sivula & Winther 2016 at the fitted
+  hyperparameters; PSIS where its Pareto k is good for ADVI), corrected by the method
+  refitted from scratch (:func:`cold_refit`) on a simple random sample of the points fixed
+  by a seed. Its subsampling SE says what the subsample costs in certainty; with N no more
+  than the refit budget it is the exact LOO.
+* ``"reloo"`` (NUTS): PSIS, the points with Pareto k above ``good_k`` refitted exactly.
 
-The default (:func:`default_estimator`) depends on the method and the size alone: "psis"
-for sampled results; "refit" for point results up to ``EXACT_MAX_N`` training points, else
-"kfold" with ``KFOLD`` folds; never an optimistic one. Exact estimators do no importance
-sampling: their ``pareto_k`` and ``good_k`` are None. The result's ``estimator``,
-``optimistic`` and ``seconds`` say which estimator ran and how long it took.
-:func:`loo_compare` ranks methods and shows each row's estimator.
+PSIS for the collapsed regression models (``nuts``, ``advi``; GP ``nuts``) is the
+non-factorised Gaussian LOO of Bürkner, Gabry & Vehtari (2021): for each draw ``theta_s =
+(alpha_s, beta_s)`` the weights are integrated out, ``t ~ N(0, C)`` with ``C = beta^-1 I +
+Phi A^-1 Phi^T`` (T01 eq. 15), ``p(t_n | t_-n, theta) = N(t_n | t_n - [C^-1 t]_n /
+[C^-1]_nn, 1 / [C^-1]_nn)`` (GPML eqs. 5.10-5.12), and only ``theta`` is reweighted.
+Classification and counts factorise over draws of ``w``: plain PSIS on the stored
+log-likelihood.
+
+Estimators to be asked for by name: ``"psis"`` alone; for point results ``"refit"`` (the
+exact LOO by warm-started refits at every point, :func:`warm_refits`; cold where
+:func:`cold_reason` says so), ``"kfold"`` (``KFOLD`` folds) and the optimistic estimate at
+the hyperparameters fitted to all N points (``"gaussian"``, ``"cavity"``). The result's
+``estimator``, ``optimistic``, ``refits`` and ``seconds`` say which estimator ran and how
+long it took; :func:`loo_compare` ranks methods and shows each row's estimator.
 """
 
 from __future__ import annotations
 
 import time
 import warnings
+import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
+from arviz_stats.utils import ELPDDataLOO, ELPDDataLOOSubsample
 
 from sparsebayes.models import NumericalWarning
 
@@ -61,19 +54,29 @@ from .numerics import gaussian_loo_logpdf, show_progress, warn_user
 from .results import prior_from_posterior
 from .rvm.families import RVM_REGRESSION
 
-__all__ = ["loo", "loo_compare", "default_estimator", "gaussian_loo_logpdf", "gp_loo_logpdf",
-           "cold_refit_logpdf", "warm_refit_logpdf", "observed_logpdf", "warm_refits",
-           "kfold_folds", "training_problem", "cold_reason", "EXACT_MAX_N", "KFOLD",
-           "SAMPLED_METHODS", "WARM_REFITS"]
+__all__ = ["loo", "loo_compare", "default_estimator", "approximate_loo", "subsample_loo",
+           "subsample_order", "reloo", "unreliable_reason", "gaussian_loo_logpdf",
+           "gp_loo_logpdf", "cold_refit", "cold_refit_logpdf", "refit_options",
+           "warm_refit_logpdf", "observed_logpdf", "warm_refits", "kfold_folds",
+           "training_problem", "cold_reason", "ELPDDataRefits", "ELPDDataSubsample",
+           "KFOLD", "SUBSAMPLE_REFITS", "SUBSAMPLE_SE", "SAMPLED_METHODS",
+           "WARM_REFITS"]
 
 SAMPLED_METHODS = ("nuts", "advi", "fullrank_advi")
 # views of the registered families: (problem kind, method) of the point (type-II ML) results
 # -> their warm-started refits; the largest training set whose point results get the exact
 # LOO by default (N refits; above it KFOLD folds)
 WARM_REFITS = {(f.kind, m): cls for f in REGISTERED for m, cls in f.warm_refits.items()}
-EXACT_MAX_N = {f.kind: f.exact_max_n for f in REGISTERED}
-COLD_EXACT_MAX_N = 100  # the same for results refitted cold (cold_reason)
 KFOLD = 10
+#: The "subsample" estimator: at most this many cold refits (all points when N is no more)
+SUBSAMPLE_REFITS = 30
+#: ... at least this many before the subsampling SE is first checked, then every STEP refits
+SUBSAMPLE_FIRST = 10
+SUBSAMPLE_STEP = 5
+#: ... stopping early once the subsampling SE is at most this many nats
+SUBSAMPLE_SE = 1.0
+#: a run of refits expected to take longer than this (seconds) says so up front
+LONG_REFITS = 10.0
 
 
 def training_problem(post: xr.DataTree, rows: np.ndarray | slice = slice(None)):
@@ -85,41 +88,86 @@ def training_problem(post: xr.DataTree, rows: np.ndarray | slice = slice(None)):
     return family_of(post).training_problem(post, rows)
 
 
-def _progress(progressbar, total: int, desc: str):
-    if not show_progress(progressbar):
-        return None
-    from tqdm.auto import tqdm
+class _Refits:
+    """Progress of a run of refits: a bar in a terminal or notebook, and ``logging``
+    records in every case: after the first refit, when the whole run is expected to take
+    more than ``LONG_REFITS`` seconds, the estimate; at the end, the time it took."""
 
-    return tqdm(total=total, desc=desc, unit="fit")
+    def __init__(self, post, total: int, what: str, progressbar) -> None:
+        from .progress import logger
+
+        self.logger, self.total, self.done = logger, int(total), 0
+        self.what = f"{what} of a {post.attrs.get('method')!r} result"
+        self.start = time.perf_counter()
+        self.bar = None
+        if show_progress(progressbar) and total > 1:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=what, unit="fit")
+
+    def update(self) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update()
+        if self.done == 1 and self.total > 1:
+            first = time.perf_counter() - self.start
+            if first * self.total > LONG_REFITS:
+                self.logger.info(f"{self.what}: up to {self.total} fits, about "
+                                 f"{first * self.total:.0f} s (the first took {first:.1f} s)")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        seconds = time.perf_counter() - self.start
+        if seconds > LONG_REFITS:
+            self.logger.info(f"{self.what}: {self.done} fits in {seconds:.1f} s")
+
+
+def refit_options(post: xr.DataTree) -> dict:
+    """The options a cold refit of ``post`` repeats: its seed, and for sampled and
+    variational results the chains and draws it holds (the method's other options at their
+    defaults)."""
+    seed = int(post.attrs.get("seed", -1))
+    options = {"seed": None if seed < 0 else seed}
+    if post.attrs.get("method") in SAMPLED_METHODS:
+        options.update(chains=int(post["posterior"].sizes["chain"]),
+                       draws=int(post["posterior"].sizes["draw"]))
+    return options
+
+
+def cold_refit(post: xr.DataTree, rows_out, **options) -> tuple[np.ndarray, bool]:
+    """The method of ``post`` fitted from scratch by ``fit`` on :func:`training_problem`
+    without the rows ``rows_out``, and its own predictive density at them: ``log p(t_n |
+    t_rest)`` at each row left out, and whether the refit converged. ``options`` go to
+    ``fit`` (default :func:`refit_options`)."""
+    from .api import fit, predict
+    from .progress import quiet
+
+    X = post["constant_data"]["X"].values
+    t = post["observed_data"]["t"].values
+    keep = np.ones(t.shape[0], bool)
+    keep[rows_out] = False
+    # one summary by the caller instead of a warning and a start and end line per refit
+    with warnings.catch_warnings(), quiet("sparsebayes", "pymc"):
+        warnings.simplefilter("ignore")
+        sub = fit(training_problem(post, keep), post.attrs["method"],
+                  **{**refit_options(post), **options})
+        logp = observed_logpdf(predict(sub, X[rows_out]), t[rows_out])
+    return logp, bool(int(sub.attrs.get("converged", 1)))
 
 
 def cold_refit_logpdf(post: xr.DataTree, folds, *, progressbar: bool | None = None,
                       **options) -> tuple[np.ndarray, int]:
-    """The brute-force reference: for each fold (an array of rows left out) the method
-    fitted from scratch by ``fit`` on :func:`training_problem` without those rows, and its
-    own predictive density at them. Returns ``log p(t_n | t_rest)`` (N,) and the number of
-    refits that did not converge. ``options`` go to ``fit``."""
-    from .api import fit, predict
-
-    method = post.attrs["method"]
-    X = post["constant_data"]["X"].values
-    t = post["observed_data"]["t"].values
-    seed = int(post.attrs.get("seed", -1))
-    out, failed = np.empty(t.shape[0]), 0
-    bar = _progress(progressbar, len(folds), f"cold LOO refits ({method})")
-    with warnings.catch_warnings():  # one summary by the caller instead of one per refit
-        warnings.simplefilter("ignore")
-        for rows_out in folds:
-            keep = np.ones(t.shape[0], bool)
-            keep[rows_out] = False
-            sub = fit(training_problem(post, keep), method, seed=None if seed < 0 else seed,
-                      **options)
-            out[rows_out] = observed_logpdf(predict(sub, X[rows_out]), t[rows_out])
-            failed += not int(sub.attrs.get("converged", 1))
-            if bar is not None:
-                bar.update()
-    if bar is not None:
-        bar.close()
+    """The brute-force reference: :func:`cold_refit` of each fold (an array of rows left
+    out). Returns ``log p(t_n | t_rest)`` (N,) and the number of refits that did not
+    converge. ``options`` go to ``fit``."""
+    out, failed = np.full(post["observed_data"]["t"].shape[0], np.nan), 0
+    bar = _Refits(post, len(folds), "cold LOO refits", progressbar)
+    for rows_out in folds:
+        out[rows_out], converged = cold_refit(post, rows_out, **options)
+        failed += not converged
+        bar.update()
+    bar.close()
     return out, failed
 
 
@@ -157,14 +205,12 @@ def warm_refit_logpdf(post: xr.DataTree, folds, *, progressbar: bool | None = No
     if refits is None:
         return cold_refit_logpdf(post, folds, progressbar=progressbar)
     out, failed = np.empty(post["observed_data"]["t"].shape[0]), 0
-    bar = _progress(progressbar, len(folds), f"LOO refits ({post.attrs['method']})")
+    bar = _Refits(post, len(folds), "warm LOO refits", progressbar)
     for rows_out in folds:
         out[rows_out], converged = refits.fold(np.asarray(rows_out, dtype=int))
         failed += not converged
-        if bar is not None:
-            bar.update()
-    if bar is not None:
-        bar.close()
+        bar.update()
+    bar.close()
     return out, failed
 
 
@@ -181,28 +227,65 @@ def kfold_folds(post: xr.DataTree, k: int = KFOLD) -> list[np.ndarray]:
     return [test for _, test in split]
 
 
-def _elpd_data(post, elpd_i: np.ndarray, lppd_i: np.ndarray, pointwise: bool):
-    """An ``ELPDDataLOO`` of exact pointwise values: no importance sampling (``pareto_k``,
-    ``good_k`` None); ``p = lppd - elpd`` with ``lppd`` the in-sample log predictive density
-    (Vehtari et al. 2017 eqs. 4, 23)."""
-    from arviz_stats.utils import ELPDDataLOO
+@dataclass(kw_only=True, repr=False)
+class ELPDDataRefits(ELPDDataLOO):
+    """Exact leave-one-out (or K-fold) by refits, as ArviZ's ``ELPDDataLOO``: no importance
+    sampling (``pareto_k``, ``good_k`` None); ``how`` says which refits ran (the printed
+    header, in place of a count of posterior samples that a refit does not have)."""
 
+    how: str = ""
+
+    def _header(self):
+        return self.how
+
+
+@dataclass(kw_only=True, repr=False)
+class ELPDDataSubsample(ELPDDataLOOSubsample):
+    """The difference estimator over exact refits on a subsample, as ArviZ's
+    ``ELPDDataLOOSubsample`` (so ``az.compare`` pairs two of them on their shared
+    subsample): ``elpd_i`` holds the exact values at ``loo_subsample_observations`` and the
+    approximation elsewhere, ``elpd_loo_approx`` the approximation everywhere."""
+
+    how: str = ""
+
+    def _header(self):
+        return self.how
+
+
+def _pointwise(post, values: np.ndarray, name: str = "t") -> xr.DataArray:
+    return xr.DataArray(values, dims=["obs"],
+                        coords={"obs": post["observed_data"]["obs"].values}, name=name)
+
+
+def _elpd_data(post, elpd_i: np.ndarray, lppd_i: np.ndarray, pointwise: bool, how: str):
+    """An ``ELPDDataRefits`` of exact pointwise values; ``p = lppd - elpd`` with ``lppd``
+    the in-sample log predictive density (Vehtari et al. 2017 eqs. 4, 23)."""
     n = elpd_i.size
-    da = xr.DataArray(elpd_i, dims=["obs"],
-                      coords={"obs": post["observed_data"]["obs"].values}, name="t")
-    return ELPDDataLOO(elpd=float(elpd_i.sum()), se=float(np.sqrt(n * np.var(elpd_i))),
-                       p=float(lppd_i.sum() - elpd_i.sum()), n_samples=1, n_data_points=n,
-                       scale="log", warning=False, good_k=None,
-                       elpd_i=da if pointwise else None, pareto_k=None)
+    return ELPDDataRefits(elpd=float(elpd_i.sum()), se=float(np.sqrt(n * np.var(elpd_i))),
+                          p=float(lppd_i.sum() - elpd_i.sum()), n_samples=1, n_data_points=n,
+                          scale="log", warning=False, good_k=None,
+                          elpd_i=_pointwise(post, elpd_i) if pointwise else None,
+                          pareto_k=None, how=how)
 
 
-def _psis(post, ll: np.ndarray, pointwise: bool):
+def _loglik(post) -> np.ndarray:
+    """(S, N) pointwise log-likelihood PSIS weights a sampled result's draws by: the
+    family's (hyperparameter draws of a collapsed model) or the stored ``log_likelihood``."""
+    family = family_of(post)
+    if family.psis_loglik is not None:
+        return family.psis_loglik(post)
+    ll = post["log_likelihood"]["t"].values
+    return ll.reshape(-1, ll.shape[-1])
+
+
+def _psis(post, ll: np.ndarray, pointwise: bool = True):
     """``az.loo`` with ``ll`` (S, N) as the pointwise log-likelihood of the posterior's
-    hyperparameter draws (their relative efficiency sets PSIS's)."""
+    draws (their relative efficiency sets PSIS's)."""
     import arviz_stats as azs
 
     ds = post["posterior"]
-    names = [v for v in ("alpha", "beta", "length_scale", "signal_sd", "noise_sd") if v in ds]
+    names = [v for v in ("alpha", "beta", "length_scale", "signal_sd", "noise_sd", "w")
+             if v in ds]
     tree = xr.DataTree.from_dict({
         "posterior": ds.to_dataset()[names],
         "log_likelihood": xr.Dataset(
@@ -210,7 +293,9 @@ def _psis(post, ll: np.ndarray, pointwise: bool):
             coords={"chain": ds["chain"].values, "draw": ds["draw"].values,
                     "obs": post["observed_data"]["obs"].values}),
     })
-    return azs.loo(tree, pointwise=pointwise)
+    with warnings.catch_warnings():  # the caller warns, naming the method and the cure
+        warnings.simplefilter("ignore")
+        return azs.loo(tree, pointwise=pointwise)
 
 
 def observed_logpdf(pred, t: np.ndarray) -> np.ndarray:
@@ -228,16 +313,126 @@ def _in_sample_lppd(post) -> np.ndarray:
                            post["observed_data"]["t"].values)
 
 
+def approximate_loo(post: xr.DataTree) -> tuple[np.ndarray, str]:
+    """The cheap approximation of ``log p(t_n | t_-n)`` on every point (N,) that
+    :func:`loo`'s ``"subsample"`` estimator corrects by exact refits, and its name.
+
+    Point results: the estimate at the hyperparameters fitted to all points (GPML eq. 5.12
+    for regression, the Laplace cavity LOO of Vehtari et al. 2016 for classification and
+    counts). Sampled and variational results: PSIS-LOO where its Pareto k is below
+    ``good_k``; elsewhere the unweighted ``log mean_s p(t_n | ..., theta_s)`` (Magnusson et
+    al. 2019's lpd approximation; for the collapsed regression models the conditional
+    ``p(t_n | t_-n, theta_s)``), since PSIS's own values there are noise."""
+    family = family_of(post)
+    if post.attrs.get("method") not in SAMPLED_METHODS:
+        return np.asarray(family.optimistic_loo(post), float), family.optimistic
+    from scipy.special import logsumexp
+
+    ll = _loglik(post)
+    res = _psis(post, ll)
+    plain = logsumexp(ll, axis=0) - np.log(ll.shape[0])
+    k = np.asarray(res.pareto_k, float).reshape(-1)
+    good = np.isfinite(k) & (k <= res.good_k)
+    return np.where(good, np.asarray(res.elpd_i, float).reshape(-1), plain), "psis/lpd"
+
+
+def subsample_order(n: int, seed: int = 0) -> np.ndarray:
+    """The order in which :func:`loo`'s ``"subsample"`` estimator refits the points: a
+    permutation of ``range(n)`` fixed by ``seed`` alone, so every result on the same data
+    is refitted on the same points (``az.compare`` then pairs them by the difference
+    estimator) and the estimate never depends on the run; any prefix of it is a simple
+    random sample."""
+    return np.random.default_rng(seed).permutation(n)
+
+
+def _difference_estimate(exact: np.ndarray, approx: np.ndarray, sample: np.ndarray):
+    """Magnusson et al. (2020) eqs. 7-9, the difference estimator under simple random
+    sampling without replacement: ``elpd``, its subsampling SE and its total SE."""
+    import arviz_stats  # noqa: F401  (the azstats accessor)
+
+    if sample.size == approx.size:  # every point refitted: the exact LOO
+        n = approx.size
+        return float(exact.sum()), 0.0, float(np.sqrt(n * np.var(exact)))
+    elpd, sub_se, se = xr.DataArray(exact[sample]).azstats.diff_srs_estimator(
+        lpd_approx_sample=approx[sample], lpd_approx_all=approx, n_data_points=approx.size)
+    return float(elpd), float(sub_se), float(se)
+
+
+def subsample_loo(post: xr.DataTree, *, refits: int = SUBSAMPLE_REFITS,
+                  target_se: float = SUBSAMPLE_SE, seed: int = 0, pointwise: bool = True,
+                  progressbar: bool | None = None) -> ELPDDataSubsample:
+    """The ``"subsample"`` estimator of :func:`loo` (Magnusson, Andersen, Jonasson & Vehtari
+    2019, 2020): :func:`approximate_loo` on all N points; the method refitted from scratch
+    (:func:`cold_refit`) on the first points of :func:`subsample_order`, at least
+    ``SUBSAMPLE_FIRST`` and at most ``refits`` of them, stopping once the subsampling SE is
+    at most ``target_se`` nats (every point when N <= ``refits``: the exact LOO); combined
+    by the difference estimator."""
+    t = post["observed_data"]["t"].values
+    n = t.shape[0]
+    approx, approx_name = approximate_loo(post)
+    order = subsample_order(n, seed)
+    budget = min(refits, n)
+    exact, failed, m = np.full(n, np.nan), 0, 0
+    bar = _Refits(post, budget, "cold LOO refits on a subsample", progressbar)
+    while m < budget:
+        row = order[m:m + 1]
+        exact[row], converged = cold_refit(post, row)
+        failed += not converged
+        m += 1
+        bar.update()
+        if budget < n and m >= SUBSAMPLE_FIRST and (m - SUBSAMPLE_FIRST) % SUBSAMPLE_STEP == 0:
+            if _difference_estimate(exact, approx, order[:m])[1] <= target_se:
+                break
+    bar.close()
+    if failed:
+        warn_user(f"{failed} of {m} cold refits did not converge; their predictive densities "
+                  "are those of the last iterate", NumericalWarning)
+    sample = np.sort(order[:m])
+    elpd, sub_se, se = _difference_estimate(exact, approx, sample)
+    lppd = _in_sample_lppd(post)
+    filled = approx.copy()
+    filled[sample] = exact[sample]
+    how = (f"Exact refits (cold) at {m} of {n} observations, combined with the {approx_name} "
+           "approximation by the difference estimator (Magnusson et al. 2020).")
+    return ELPDDataSubsample(
+        elpd=elpd, se=se, p=float(lppd.sum() - elpd), n_samples=m, n_data_points=n,
+        scale="log", warning=bool(failed), good_k=None,
+        elpd_i=_pointwise(post, filled) if pointwise else None, pareto_k=None,
+        subsample_size=m, subsampling_se=sub_se, loo_subsample_observations=sample,
+        elpd_loo_approx=_pointwise(post, approx), how=how)
+
+
+def reloo(post: xr.DataTree, *, pointwise: bool = True, progressbar: bool | None = None):
+    """PSIS-LOO of a sampled result with the points whose Pareto k exceeds ``good_k``
+    refitted exactly (:func:`cold_refit`), as ArviZ's ``reloo`` does: their ``elpd_i`` are
+    the refits' and their ``pareto_k`` 0."""
+    res = _psis(post, _loglik(post))
+    k = np.asarray(res.pareto_k, float).reshape(-1)
+    bad = np.flatnonzero(~(k <= res.good_k))
+    if bad.size:
+        elpd_i = np.asarray(res.elpd_i, float).reshape(-1).copy()
+        refit, _ = cold_refit_logpdf(post, [bad[i:i + 1] for i in range(bad.size)],
+                                     progressbar=progressbar)
+        old = elpd_i[bad].sum()
+        elpd_i[bad] = refit[bad]
+        k[bad] = 0.0
+        n = elpd_i.size
+        res.elpd, res.se = float(elpd_i.sum()), float(np.sqrt(n * np.var(elpd_i)))
+        res.p = float(res.p + old - elpd_i[bad].sum())
+        res.elpd_i = _pointwise(post, elpd_i)
+        res.pareto_k = _pointwise(post, k, "pareto_k")
+        res.warning = False
+    res.refitted = bad
+    if not pointwise:
+        res.elpd_i = res.pareto_k = None
+    return res
+
+
 def default_estimator(post: xr.DataTree) -> str:
-    """The estimator :func:`loo` uses by default: "psis" for sampled results; for point
-    (type-II ML) results "refit" (exact) up to ``EXACT_MAX_N[kind]`` training points, else
-    "kfold". Decided by the method and the size alone, never by a clock."""
-    if post.attrs.get("method") in SAMPLED_METHODS:
-        return "psis"
-    n = post["observed_data"]["t"].shape[0]
-    limit = COLD_EXACT_MAX_N if cold_reason(post) is not None else \
-        EXACT_MAX_N[family_of(post).kind]
-    return "refit" if n <= limit else "kfold"
+    """The estimator :func:`loo` uses by default: ``"reloo"`` for NUTS (PSIS, the points
+    with a high Pareto k refitted), ``"subsample"`` for every other result (point and
+    variational). Decided by the method alone, never by a clock."""
+    return "reloo" if post.attrs.get("method") == "nuts" else "subsample"
 
 
 def _check(post, estimator):
@@ -251,46 +446,65 @@ def _check(post, estimator):
     if not (sampled or point):
         raise ValueError(f"no leave-one-out estimator for a {kind} {method!r} result")
     optimistic = family.optimistic if point else None
-    allowed = ("psis",) if sampled else ("refit", "kfold", optimistic)
+    allowed = (("subsample", "psis", "reloo") if sampled
+               else ("subsample", "refit", "kfold", optimistic))
     if estimator not in (None, *allowed):
         raise ValueError(f"estimator must be one of {allowed} for a {kind} {method!r} result, "
                          f"got {estimator!r}")
-    return sampled, optimistic
+    return optimistic
+
+
+_CACHE: dict[int, dict] = {}  # id of a result -> its computed LOOs, dropped with the result
 
 
 def loo(post: xr.DataTree, estimator: str | None = None, *, pointwise: bool = True,
-        folds: int = KFOLD, progressbar: bool | None = None):
-    """Leave-one-out ``elpd`` of a fitted result by the estimator right for its method (see
-    the module docstring), as an ArviZ ``ELPDDataLOO`` (``elpd_i`` on dim ``obs``);
-    ``az.compare`` takes a dict of them (or use :func:`loo_compare`).
+        folds: int = KFOLD, refits: int = SUBSAMPLE_REFITS, target_se: float = SUBSAMPLE_SE,
+        seed: int = 0, progressbar: bool | None = None):
+    """Leave-one-out ``elpd`` of a fitted result as an ArviZ ``ELPDData`` (``elpd_i`` on dim
+    ``obs``); ``az.compare`` takes a dict of them (or use :func:`loo_compare`).
 
-    estimator : None for :func:`default_estimator`; "psis" (sampled results); for point
-        results "refit" (exact, warm-started refits), "kfold" (``folds`` warm-started
-        refits: the elpd of a fit to ``(folds - 1) / folds`` of the points) or the optimistic
-        estimate at the fitted hyperparameters ("gaussian" for regression, GPML eq. 5.12;
-        "cavity" for classification, Vehtari et al. 2016's Laplace LOO).
+    estimator : None for :func:`default_estimator`, or
+        ``"subsample"``: :func:`subsample_loo`, the method refitted from scratch on a
+        random subsample of ``refits`` points at most (fewer once the subsampling SE is at
+        most ``target_se`` nats; all points when N <= ``refits``: the exact LOO), which
+        corrects :func:`approximate_loo` on every point by the difference estimator; the
+        subsample depends on ``seed`` alone;
+        ``"reloo"`` (sampled results): PSIS, the points with Pareto k above ``good_k``
+        refitted exactly (:func:`reloo`); ``"psis"``: PSIS alone;
+        point results also ``"refit"`` (exact, warm-started refits at every point),
+        ``"kfold"`` (``folds`` warm-started refits: the elpd of a fit to ``(folds - 1) /
+        folds`` of the points) or the optimistic estimate at the fitted hyperparameters
+        (``"gaussian"``, GPML eq. 5.12; ``"cavity"``, Vehtari et al. 2016's Laplace LOO).
 
     The result's ``estimator`` says which ran, ``seconds`` how long it took, ``optimistic``
-    whether it holds anything fitted to all the points.
+    whether it holds anything fitted to all the points. A second call with the same
+    arguments returns the first call's result.
     """
-    sampled, optimistic = _check(post, estimator)
+    optimistic = _check(post, estimator)
     family = family_of(post)
     if estimator is None:
         estimator = default_estimator(post)
-    if not isinstance(folds, int | np.integer) or not 2 <= folds <= post["observed_data"][
-            "t"].shape[0]:
+    n = post["observed_data"]["t"].shape[0]
+    if not isinstance(folds, int | np.integer) or not 2 <= folds <= n:
         raise ValueError(f"folds must be an integer in [2, N], got {folds!r}")
+    if not isinstance(refits, int | np.integer) or refits < 2:
+        raise ValueError(f"refits must be an integer >= 2, got {refits!r}")
+    if not isinstance(target_se, int | float) or not target_se >= 0:
+        raise ValueError(f"target_se must be a number >= 0 (nats), got {target_se!r}")
+    key = (estimator, pointwise, int(folds), int(refits), float(target_se), seed)
+    cached = _CACHE.get(id(post), {}).get(key)
+    if cached is not None:
+        return cached
     start = time.perf_counter()
-    if estimator == "psis" and family.psis_loglik is None:
-        import arviz_stats as azs
-
-        res = azs.loo(post, pointwise=pointwise)
+    if estimator == "subsample":
+        res = subsample_loo(post, refits=int(refits), target_se=float(target_se), seed=seed,
+                            pointwise=pointwise, progressbar=progressbar)
+    elif estimator == "reloo":
+        res = reloo(post, pointwise=pointwise, progressbar=progressbar)
     elif estimator == "psis":
-        res = _psis(post, family.psis_loglik(post), pointwise)
-    if estimator == "psis":
+        res = _psis(post, _loglik(post), pointwise)
         _warn_high_pareto_k(post, res)
     else:
-        n = post["observed_data"]["t"].shape[0]
         if estimator in ("refit", "kfold"):
             parts = ([np.array([i]) for i in range(n)] if estimator == "refit"
                      else kfold_folds(post, folds))
@@ -299,46 +513,103 @@ def loo(post: xr.DataTree, estimator: str | None = None, *, pointwise: bool = Tr
                 warn_user(f"{failed} of {len(parts)} refits did not converge; their "
                           "predictive densities are those of the last iterate",
                           NumericalWarning)
+            kind = "cold" if cold_reason(post) else "warm"
+            how = (f"Exact leave-one-out: {n} refits ({kind})." if estimator == "refit" else
+                   f"{folds}-fold cross-validation: {folds} refits ({kind}).")
         else:
             elpd_i = family.optimistic_loo(post)
-        res = _elpd_data(post, elpd_i, _in_sample_lppd(post), pointwise)
+            how = (f"The {estimator} leave-one-out at the hyperparameters fitted to all "
+                   f"{n} observations (optimistic).")
+        res = _elpd_data(post, elpd_i, _in_sample_lppd(post), pointwise, how)
     res.estimator = estimator
     res.problem_kind = family.kind
     res.optimistic = estimator == optimistic
     res.folds = folds if estimator == "kfold" else None
-    res.refits = None if estimator in ("psis", optimistic) else (
-        "cold" if cold_reason(post) else "warm")
+    res.refits = {"subsample": "cold", "reloo": "cold", "refit": None, "kfold": None}.get(
+        estimator)
+    if estimator in ("refit", "kfold"):
+        res.refits = "cold" if cold_reason(post) else "warm"
     res.seconds = time.perf_counter() - start
+    if id(post) not in _CACHE:
+        weakref.finalize(post, _CACHE.pop, id(post), None)
+    _CACHE.setdefault(id(post), {})[key] = res
     return res
+
+
+def unreliable_reason(res) -> str | None:
+    """Why a leave-one-out result's own diagnostics say its elpd is not to be trusted (PSIS
+    with Pareto k above ``good_k`` left unrefitted; a non-finite elpd), or None."""
+    if not np.isfinite(res.elpd):
+        return "its elpd is not finite"
+    if getattr(res, "pareto_k", None) is not None and res.good_k is not None:
+        k = np.asarray(res.pareto_k, float).reshape(-1)
+        bad = int(np.sum(~(k <= res.good_k)))
+        if bad:
+            return (f"PSIS with Pareto k > {res.good_k:.2f} at {bad} of {k.size} points "
+                    f"(max {np.nanmax(k):.2f})")
+    return None
 
 
 def _warn_high_pareto_k(post, res) -> None:
     """A ``NumericalWarning`` when PSIS's Pareto k exceeds its threshold (``good_k``,
     Vehtari et al. 2024) at some points: its elpd there is not to be trusted."""
-    if res.pareto_k is None:
-        return
-    k = np.asarray(res.pareto_k, dtype=float).reshape(-1)
-    bad = int(np.sum(k > res.good_k))
-    if bad:
-        warn_user(f"PSIS-LOO of this {post.attrs.get('method')!r} result is unreliable: Pareto "
-                  f"k > {res.good_k:.2f} at {bad} of {k.size} points (max {np.max(k):.2f}), "
-                  "so its elpd may be far off; draw more samples, or compare methods on "
-                  "held-out data", NumericalWarning)
+    reason = unreliable_reason(res)
+    if reason is not None and res.pareto_k is not None:
+        warn_user(f"PSIS-LOO of this {post.attrs.get('method')!r} result is unreliable: "
+                  f"{reason}, so its elpd may be far off; use loo(post) (its default "
+                  "estimator refits exactly where PSIS fails)", NumericalWarning)
 
 
-def loo_compare(posts: Mapping[str, xr.DataTree], **kwargs):
+def _label(res) -> str:
+    """The estimator of a row, as ``loo_compare`` shows it."""
+    est = getattr(res, "estimator", None) or ("subsample" if isinstance(
+        res, ELPDDataLOOSubsample) else "psis")
+    if est == "subsample":
+        return f"subsample ({res.subsample_size}/{res.n_data_points} cold refits)"
+    if est == "reloo":
+        refitted = getattr(res, "refitted", ())
+        return f"psis + {len(refitted)} refits" if len(refitted) else "psis"
+    if est in ("refit", "kfold"):
+        size = f"{res.folds} folds" if est == "kfold" else f"{res.n_data_points}"
+        return f"{est} ({size}, {res.refits})"
+    return est
+
+
+def loo_compare(posts: Mapping[str, xr.DataTree], *, unreliable: str = "refuse",
+                round_to: int = 2, **kwargs):
     """``az.compare`` of ``{name: result}`` by :func:`loo` of each (``ELPDData`` values are
-    taken as they are), with a column ``estimator`` naming each row's estimator; ``kwargs``
-    go to ``az.compare`` (e.g. ``method``). Refuses to rank an optimistic estimate (held at
-    hyperparameters fitted to all points) against others, and warns when K-fold rows (a fit
-    to fewer points) are ranked against leave-one-out ones."""
+    taken as they are; a result's default LOO is computed once and kept), with a column
+    ``estimator`` naming each row's estimator, and ``elpd``, ``se``, ``elpd_diff`` and
+    ``dse`` to ``round_to`` decimals. Pairs of ``"subsample"`` rows are compared by the
+    difference estimator on their shared subsample (``subsampling_dse``). ``kwargs`` go to
+    ``az.compare`` (e.g. ``method``).
+
+    A row whose own diagnostics say it is unreliable (:func:`unreliable_reason`) is refused
+    with the reason (``unreliable="refuse"``), or ranked with the reason in a column
+    ``warning`` (``"rank"``); a row with no finite elpd is never ranked, and is shown
+    last. An optimistic estimate (held at hyperparameters fitted to all points) is refused
+    against other rows, and K-fold rows ranked against leave-one-out ones are warned of."""
     import arviz_stats as azs
+    import pandas as pd
     from arviz_stats.utils import ELPDData
 
     if not isinstance(posts, Mapping) or len(posts) < 2:
         raise ValueError("posts must be a mapping of at least two {name: result}")
+    if unreliable not in ("refuse", "rank"):
+        raise ValueError(f"unreliable must be 'refuse' or 'rank', got {unreliable!r}")
+    if not isinstance(round_to, int) or round_to < 0:
+        raise ValueError(f"round_to must be an integer >= 0 (decimals), got {round_to!r}")
     res = {k: v if isinstance(v, ELPDData) else loo(v) for k, v in posts.items()}
     est = {k: getattr(v, "estimator", "psis") for k, v in res.items()}
+    reasons = {k: unreliable_reason(v) for k, v in res.items()}
+    if unreliable == "refuse":
+        refused = {k: r for k, r in reasons.items() if r and np.isfinite(res[k].elpd)}
+        if refused:
+            raise ValueError(
+                "not ranked, since their own diagnostics say their elpd is unreliable: "
+                + "; ".join(f"{k!r}: {r}" for k, r in refused.items())
+                + ". Use loo(post) (exact refits where PSIS fails) for them, or pass "
+                "unreliable='rank' to rank them anyway")
     optimistic = sorted(k for k, v in res.items() if getattr(v, "optimistic", False))
     if optimistic and len(optimistic) < len(res):
         fitted = sorted({FAMILIES[res[k].problem_kind].fitted_to_all
@@ -347,14 +618,35 @@ def loo_compare(posts: Mapping[str, xr.DataTree], **kwargs):
         raise ValueError(
             f"{optimistic} hold an optimistic LOO (estimator "
             f"{sorted({est[k] for k in optimistic})}: {'; '.join(fitted)} fitted to all "
-            "points) and cannot be ranked against the other rows; use "
-            "loo(post, 'refit') (exact) or loo(post, 'kfold') for them")
+            "points) and cannot be ranked against the other rows; use loo(post) for them")
     kinds = {"kfold" if e == "kfold" else "loo" for e in est.values()}
     if len(kinds) > 1:
         warn_user("ranking K-fold estimates (each fold fitted to (K-1)/K of the points, "
                   "pessimistic by the learning curve) against leave-one-out ones: pass "
                   "estimator='kfold' to every result for a like-for-like ranking",
                   NumericalWarning)
-    table = azs.compare(res, **kwargs)
-    table.insert(0, "estimator", [est[k] for k in table.index])
+    ranked = {k: v for k, v in res.items() if np.isfinite(v.elpd)}
+    if len(ranked) >= 2:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*(order|subsample|observations included).*")
+            table = azs.compare(ranked, round_to="none", **kwargs)
+    else:
+        table = pd.DataFrame({"rank": [0] * len(ranked),
+                              "elpd": [v.elpd for v in ranked.values()],
+                              "se": [v.se for v in ranked.values()]}, index=list(ranked))
+    unranked = [k for k in res if k not in ranked]
+    if unranked:
+        table = pd.concat([table, pd.DataFrame(
+            {"elpd": [res[k].elpd for k in unranked], "se": [res[k].se for k in unranked]},
+            index=unranked)])
+    for column in ("elpd", "se", "elpd_diff", "dse", "subsampling_dse", "p", "weight"):
+        if column in table:
+            digits = round_to + 1 if column == "weight" else round_to
+            table[column] = table[column].astype(float).round(digits)
+    if "p" in table:  # p_loo has a meaning for PSIS rows only
+        table["p"] = [table.loc[k, "p"] if est[k] in ("psis", "reloo") else np.nan
+                      for k in table.index]
+    table.insert(0, "estimator", [_label(res[k]) for k in table.index])
+    if any(reasons.values()):
+        table["warning"] = [reasons[k] or "" for k in table.index]
     return table

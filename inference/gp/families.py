@@ -81,7 +81,6 @@ GP_REGRESSION = Family(
     optimistic="gaussian",
     optimistic_loo=lambda post: gp_loo(post)[0],
     fitted_to_all="the GP's length scales, signal sd and noise sd",
-    exact_max_n=1000,
     psis_loglik=gp_loo,
     schedule_rank=GP_SCHEDULE,
     noise=True,
@@ -106,7 +105,6 @@ GP_CLASSIFICATION = Family(
     optimistic="cavity",
     optimistic_loo=classification.gp_laplace_cavity_logpdf,
     fitted_to_all="the GP's length scales and signal sd",
-    exact_max_n=300,
     schedule_rank=GP_SCHEDULE,
     weights=False,
 )

@@ -118,7 +118,6 @@ RVM_REGRESSION = Family(
     optimistic="gaussian",
     optimistic_loo=lambda post: gaussian_loo(post)[0],
     fitted_to_all="the RVM's alpha, beta and pruning",
-    exact_max_n=2000,
     psis_loglik=gaussian_loo,
     sklearn_posteriors=("evidence", "evidence-mackay", "vrvm", "advi", "nuts"),
     schedule_rank=SAMPLED_FIRST,
@@ -149,7 +148,6 @@ RVM_CLASSIFICATION = Family(
     optimistic="cavity",
     optimistic_loo=laplace.laplace_cavity_logpdf,
     fitted_to_all="the RVM's alpha and pruning",
-    exact_max_n=1000,
     sklearn_posteriors=("evidence", "evidence-mackay", "vrvm", "advi", "nuts"),
     schedule_rank=SAMPLED_FIRST,
 )

@@ -304,6 +304,5 @@ RVM_POISSON = Family(
     optimistic="cavity",
     optimistic_loo=poisson_cavity_logpdf,
     fitted_to_all="the RVM's alpha and pruning",
-    exact_max_n=500,
     schedule_rank=SAMPLED_FIRST,
 )

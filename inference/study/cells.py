@@ -20,7 +20,10 @@ from . import storage
 from .data import DataSpec, load_split
 from .specs import BASELINES, FAMILIES, RUNNER_OPTIONS, MethodSpec, seed_of
 
-__all__ = ["Cell", "run_cell", "score", "leave_one_out"]
+__all__ = ["Cell", "run_cell", "score", "leave_one_out", "STUDY_LOO_REFITS"]
+
+#: The most exact refits of a study cell's subsampled leave-one-out (``loo_refits`` option)
+STUDY_LOO_REFITS = 10
 
 WIDTH_FACTORS = np.array([0.5, 0.7, 1.0, 1.4, 2.0])  # width=cv tries these x the default
 
@@ -123,11 +126,13 @@ def diagnostics(post) -> dict[str, float]:
 
 
 def leave_one_out(post, n_train: int, pkind: str | None = None,
-                  estimator: str | bool | None = None) -> dict[str, Any]:
+                  estimator: str | bool | None = None,
+                  refits: int | None = None) -> dict[str, Any]:
     """The cell's leave-one-out columns from :func:`sparsebayes.inference.loo` of the fit on
     the training split: ``loo_elpd_per_point`` = elpd / N (Vehtari, Gelman & Gabry 2017
     eq. 4, the sum of ``log p(t_n | t_-n)`` over the N training points, divided by N) and
-    its standard error / N, the estimator that ran, its time, and for PSIS the number of
+    its standard error / N (with a subsampled estimator's subsampling SE added in
+    quadrature), the estimator that ran, its time, and for PSIS the number of
     points whose Pareto k exceeds ArviZ's ``good_k`` (Vehtari et al. 2024: those
     estimates are unreliable). A LOO that the library does not offer for this result
     (``ValueError`` / ``NotImplementedError``) or that fails is missing (NaN) with the reason
@@ -135,7 +140,9 @@ def leave_one_out(post, n_train: int, pkind: str | None = None,
     predictive kind: ``loo`` scores the fit's own predictive, so a cell scored by another one
     (RQ05's augmented ``rvm*``) has no LOO of its predictive. ``estimator``: the method
     spec's ``loo`` option (None or True: the library's default; False: none; else its name,
-    passed to ``loo``)."""
+    passed to ``loo``); ``refits``: the most exact refits of the subsampled estimator
+    (default ``STUDY_LOO_REFITS``: every method's LOO in a study is the same estimator, at a
+    budget that keeps a study's cells within a few fits each)."""
     out: dict[str, Any] = {"loo_elpd_per_point": np.nan, "loo_se_per_point": np.nan,
                            "loo_estimator": "", "loo_seconds": np.nan, "loo_bad_k": np.nan,
                            "loo_missing": ""}
@@ -154,6 +161,8 @@ def leave_one_out(post, n_train: int, pkind: str | None = None,
         else {}  # the study shows its own bar
     if estimator is not None and estimator is not True:
         opts["estimator"] = estimator
+    if "refits" in inspect.signature(loo).parameters:
+        opts["refits"] = int(refits) if refits is not None else STUDY_LOO_REFITS
     start = time.perf_counter()
     try:
         res = loo(post, **opts)
@@ -163,8 +172,9 @@ def leave_one_out(post, n_train: int, pkind: str | None = None,
     except Exception as exc:  # a failing LOO leaves the cell's test scores standing
         out["loo_missing"] = f"failed: {type(exc).__name__}: {exc}"
         return out
+    se = np.hypot(float(res.se), float(getattr(res, "subsampling_se", 0.0)))
     out.update(loo_elpd_per_point=float(res.elpd) / n_train,
-               loo_se_per_point=float(res.se) / n_train,
+               loo_se_per_point=se / n_train,
                loo_estimator=str(getattr(res, "estimator", "")),
                loo_seconds=float(getattr(res, "seconds", time.perf_counter() - start)))
     k = getattr(res, "pareto_k", None)
@@ -291,7 +301,7 @@ def warm_up(cell: Cell, kind: str, pkind: str | None, split: Split, width: float
                            seed=cell.fit_seed, **small)
                 if t.size == y.size:
                     predict(post, split.X_test, kind=pkind)
-            leave_one_out(post, t.size, pkind, runner.get("loo"))
+            leave_one_out(post, t.size, pkind, runner.get("loo"), runner.get("loo_refits"))
         except Exception:  # the cell's own fit says what is wrong
             pass
     return time.perf_counter() - start
@@ -404,7 +414,7 @@ def _run(cell: Cell) -> dict[str, Any]:
         out.update(diagnostics(post))
         out.update(score(pred, split.y_test, task))
         out.update(leave_one_out(post, split.y_train.size, pkind,  # timed apart from the fit
-                                 runner.get("loo")))
+                                 runner.get("loo"), runner.get("loo_refits")))
         relevant = (relevant_points(post) if family_of(kind).weights
                     else np.empty((0, split.X_train.shape[1])))
         if grid is not None:

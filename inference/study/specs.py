@@ -95,9 +95,9 @@ BASELINES = ("svm", "sklearn")  # families fitted by scikit-learn, not by api.fi
 _SVM_OPTIONS = {"width", "splits", "cv", "C"}
 # options the runner uses itself for rvm / rvm* / gp (cells._run); the rest go to fit
 RUNNER_OPTIONS = ("width", "learn_width", "ard", "bias", "kernel", "cv", "centres",
-                  "predict", "splits", "loo")
+                  "predict", "splits", "loo", "loo_refits")
 # values of the ``loo`` option besides true / false: estimators of sparsebayes.inference.loo
-LOO_ESTIMATORS = ("psis", "refit", "kfold", "gaussian", "cavity")
+LOO_ESTIMATORS = ("subsample", "reloo", "psis", "refit", "kfold", "gaussian", "cavity")
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,8 @@ class MethodSpec:
     of the Gaussian), ``bias``,
     ``predict`` (predictive kind), ``splits`` (run on the first k splits only), ``loo``
     (the leave-one-out on the training split: true, the library's default estimator;
-    false, none; or an estimator name, e.g. ``kfold``). The rest go
+    false, none; or an estimator name, e.g. ``kfold``), ``loo_refits`` (the most exact
+    refits of the subsampled estimator; default ``cells.STUDY_LOO_REFITS``). The rest go
     to ``fit`` (``draws``, ``chains``, ``max_iter``, ...). For ``svm``: ``cv`` folds and a
     fixed ``C`` instead of the cross-validated one. For ``sklearn=...``: ``splits``; the
     rest are the estimator's parameters.
@@ -257,6 +258,9 @@ def check_runner_values(options: dict[str, Any], text: str) -> None:
     if not (isinstance(loo, bool) or loo in LOO_ESTIMATORS):
         raise ValueError(f"loo must be true, false or one of {list(LOO_ESTIMATORS)} in "
                          f"{text!r}")
+    if "loo_refits" in options and not (_number(options["loo_refits"], True)
+                                        and options["loo_refits"] >= 2):
+        raise ValueError(f"loo_refits must be an integer >= 2 in {text!r}")
     if "cv" in options and not (_number(options["cv"], True) and options["cv"] >= 2):
         raise ValueError(f"cv must be an integer >= 2 (folds) in {text!r}")
     for key in ("width", "C"):

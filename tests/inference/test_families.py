@@ -8,7 +8,7 @@ import pytest
 from sparsebayes.inference import api, fit, groups, predict
 from sparsebayes.inference.families import FAMILIES, REGISTERED, family_of
 from sparsebayes.inference.family import Family
-from sparsebayes.inference.loo import EXACT_MAX_N, WARM_REFITS, cold_refit_logpdf, loo
+from sparsebayes.inference.loo import WARM_REFITS, cold_refit_logpdf, loo
 from sparsebayes.inference.rvm import evidence
 from sparsebayes.inference.rvm.families import RVM_REGRESSION
 from sparsebayes.inference.sklearn import RVC, RVR
@@ -28,7 +28,6 @@ def test_registries_are_views_of_the_families():
         assert api.FIT_METHODS[f.kind] is f.fit_methods
         assert api.PREDICT_KINDS[f.kind] is f.predict_kinds
         assert {m for (k, m) in WARM_REFITS if k == f.kind} == set(f.warm_refits)
-        assert EXACT_MAX_N[f.kind] == f.exact_max_n
         assert STUDY_FAMILIES[f.study_name][f.task] == (f.kind, None)
     assert set(RVR._family.sklearn_posteriors) <= set(RVR._family.fit_methods)
     assert set(RVC._family.sklearn_posteriors) <= set(RVC._family.fit_methods)

@@ -210,9 +210,10 @@ def test_gaussian_estimator_is_the_conditional_at_the_fitted_hyperparameters():
     np.testing.assert_allclose(loo(post, "gaussian").elpd_i.values, want, atol=1e-9)
 
 
-def test_default_estimator_depends_on_size_not_on_the_clock(monkeypatch):
-    """The default is exact refits up to EXACT_MAX_N points and 10 folds above it, the same
-    when every clock reading is 1000 s later than the last (a machine 'slowed' to a crawl)."""
+def test_default_estimator_depends_on_the_method_not_on_the_clock(monkeypatch):
+    """The default of a point result is the subsampled estimator, the same when every clock
+    reading is 1000 s later than the last (a machine 'slowed' to a crawl); with N no more
+    than its refit budget it refits every point, so it is the exact LOO by cold refits."""
     import importlib
     import time as time_module
 
@@ -221,30 +222,19 @@ def test_default_estimator_depends_on_size_not_on_the_clock(monkeypatch):
     X, t = sinc(30, 4)
     post = fit(RVMRegression(X, t, kernel=GaussianKernel(3.0)), "evidence")
     fast = loo(post)
+    loo_module._CACHE.clear()
     clock = iter(np.arange(0, 1e9, 1000.0))
     monkeypatch.setattr(time_module, "perf_counter", lambda: float(next(clock)))
     slow = loo(post)
     monkeypatch.undo()
-    assert fast.estimator == slow.estimator == "refit"
+    assert fast.estimator == slow.estimator == "subsample"
+    assert fast.subsample_size == 30 and fast.subsampling_se == 0
     np.testing.assert_array_equal(fast.elpd_i.values, slow.elpd_i.values)
-    monkeypatch.setitem(loo_module.EXACT_MAX_N, "regression", 20)
-    assert loo_module.default_estimator(post) == "kfold"
-    assert loo(post).estimator == "kfold"
-
-
-def test_loo_compare_shows_estimators_and_refuses_optimistic_against_exact():
-    X, t = sinc(30, 6)
-    problem = RVMRegression(X, t, kernel=GaussianKernel(3.0))
-    ev = fit(problem, "evidence")
-    mk = fit(problem, "evidence", local_search=False)
-    table = loo_compare({"evidence": ev, "mackay": mk})
-    assert list(table["estimator"]) == ["refit", "refit"]
-    with pytest.raises(ValueError, match="optimistic.*loo\\(post, 'refit'\\)"):
-        loo_compare({"evidence": loo(ev, "gaussian"), "mackay": mk})
-    both = loo_compare({"evidence": loo(ev, "gaussian"), "mackay": loo(mk, "gaussian")})
-    assert set(both["estimator"]) == {"gaussian"}
-    with pytest.warns(NumericalWarning, match="K-fold"):
-        loo_compare({"evidence": loo(ev, "kfold"), "mackay": mk})
+    cold, _ = loo_module.cold_refit_logpdf(post, [np.array([i]) for i in range(30)])
+    np.testing.assert_allclose(fast.elpd_i.values, cold, atol=1e-12)
+    assert fast.elpd == pytest.approx(cold.sum()) and fast.se == pytest.approx(
+        np.sqrt(30 * np.var(cold)))
+    assert loo(post) is slow  # computed once, then kept
 
 
 def test_refusals_name_the_argument():
@@ -268,10 +258,11 @@ def test_readme_loo_block_runs_and_refits_the_evidence_fit():
         warnings.simplefilter("ignore")
         exec(compile(block, "README.md", "exec"), scope)
     res, table = scope["res"], scope["table"]
-    assert res.estimator == "refit" and res.n_data_points == 60
+    assert res.estimator == "subsample" and res.n_data_points == 60
     assert set(table.index) == {"evidence", "advi"}
-    assert table.loc["evidence", "estimator"] == "refit"
-    assert table.loc["advi", "estimator"] == "psis"
+    assert table.loc["evidence", "estimator"] == "subsample (30/60 cold refits)"
+    assert table.loc["advi", "estimator"].startswith("subsample")
+    assert "subsampling_dse" in table
     # az.compare rounds its table to the precision its standard errors support: rank by
     # the unrounded values instead
     advi = loo(scope["posts"]["advi"])
@@ -300,7 +291,7 @@ def test_sampled_loo_agrees_with_plain_psis_over_the_weights(sinc_study):
     to 1 nat in total, and every Pareto k of the former is small."""
     posts, _ = sinc_study
     for m in ("advi", "nuts"):
-        res = loo(posts[m])
+        res = loo(posts[m], "psis")
         assert res.elpd == pytest.approx(az.loo(posts[m]).elpd, abs=1.0), m
         assert float(res.pareto_k.max()) < 0.7
 
@@ -323,7 +314,7 @@ def test_each_methods_loo_is_unbiased_where_az_loo_on_the_stored_loglik_is_optim
     with warnings.catch_warnings():  # 2 of the 100 refits stop at max_iter (said once)
         warnings.simplefilter("ignore")
         res = {m: loo(p) for m, p in posts.items()}  # VRVM's refits: the fast tests above
-    assert res["evidence"].estimator == "refit" and res["nuts"].estimator == "psis"
+    assert res["evidence"].estimator == "subsample" and res["nuts"].estimator == "reloo"
     for m, r in res.items():
         assert abs(r.elpd - 100 * held[m]) < 2 * r.se, m
     assert az.loo(posts["evidence"]).elpd > res["evidence"].elpd + 3
@@ -342,7 +333,7 @@ def test_psis_loo_of_an_approximation_far_from_the_posterior_warns():
     y = (X[:, 0] + 0.5 * rng.normal(size=80) > 0).astype(int)
     post = fit(RVMClassification(X, y, kernel=GaussianKernel(1.0)), "advi", seed=1,
                progressbar=False)
-    with pytest.warns(NumericalWarning, match=r"unreliable: Pareto k > .* at \d+ of 80"):
-        res = loo(post)
+    with pytest.warns(NumericalWarning, match=r"unreliable: PSIS with Pareto k > .* at \d+ of 80"):
+        res = loo(post, "psis")
     assert res.estimator == "psis"
     assert int(np.sum(np.asarray(res.pareto_k) > res.good_k)) > 0
