@@ -244,6 +244,10 @@ def _starts_of(log_scale: np.ndarray, restarts: int, rng) -> np.ndarray:
     return np.array(out)
 
 
+#: objective evaluations of one L-BFGS-B start, typically (the estimate logged up front)
+TYPICAL_EVALUATIONS = 40
+
+
 def type2_ml(problem: GPClassification, lml_and_grad, restarts: int, max_iter: int,
              rng: np.random.Generator):
     """Type-II ML over the free log hyperparameters (``_layout``) by
@@ -252,7 +256,11 @@ def type2_ml(problem: GPClassification, lml_and_grad, restarts: int, max_iter: i
     warm-started from the previous mode of the same start. Returns the best ``theta``, every
     start's ``(theta, lml, success, n_iter)`` and whether any start converged (a
     ``ConvergenceWarning`` if none did)."""
+    from ..progress import Evaluations, describe
+
     fixed, lo, hi, _ = _layout(problem)
+    progress = Evaluations(f"type-II ML of {describe(problem)}, {problem.n_classes} classes",
+                           TYPICAL_EVALUATIONS * restarts)
 
     def warm_started():
         mode = None
@@ -260,6 +268,7 @@ def type2_ml(problem: GPClassification, lml_and_grad, restarts: int, max_iter: i
         def objective(theta):
             nonlocal mode
             value, g, mode = lml_and_grad(theta, mode)
+            progress.update(value)
             return value, g
 
         return objective

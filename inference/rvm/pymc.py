@@ -22,6 +22,7 @@ from sparsebayes.models import GammaPrior, NumericalWarning, RVMRegression, Samp
 from sparsebayes.models.priors import data_scales, resolve_prior
 from sparsebayes.models.pymc_models import auto_form, check_form, check_proper, regression_model
 
+from .. import progress
 from ..likelihoods import likelihood_of
 from ..numerics import check_positive_int, one_blas_thread, show_progress, warn_user
 from ..results import gaussian_log_likelihood, make_datatree, relevance_counts
@@ -325,6 +326,11 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
     n_out = K if K > 2 or likelihood == "softmax" else 1
     n_params = M * n_out * (1 if collapsed else 2) + 1
     cost = mcmc_cost(N, M, n_params, draws, tune, chains, collapsed=woodbury, cores=cores)
+    if progress.LONG_SECONDS < cost <= max_seconds:
+        progress.logger.info(
+            "NUTS on N=%d, M=%d (%d parameters, %d x %d iterations): expect roughly %.0f s "
+            "by the cost model (progress lines give the measured rate)", N, M, n_params, chains,
+            draws + tune, cost)
     if cost > max_seconds:
         warn_user(
             f"this NUTS run is large (N={N}, M={M}, {n_params} parameters, {chains} x "

@@ -50,7 +50,7 @@ def test_nuts_subprocess_logs_start_size_end_time_and_compilation(nuts_output):
     compiling = [x for x in lines if re.match(r"compiling .*\(once per install/process\)", x)]
     compiled = [x for x in lines if re.fullmatch(r"compiled .* in \d+\.\d s", x)]
     progress_lines = [x for x in lines if re.fullmatch(
-        r"nuts: \d+% \(\d+ of 60 draws, \d+ divergences\)", x)]
+        r"nuts: \d+% \(\d+ of 60 draws, \d+ divergences\), \d+ s, about \d+ s left", x)]
     # one fit logged (the second is silenced), compilation announced once with its time,
     # and the sampler's progress up to 100% (60 = 30 tune + 30 draws, one chain)
     assert len(start) == 1 and len(end) == 1, err
@@ -77,10 +77,11 @@ def test_sampler_callback_logs_each_tenth_once(caplog):
     with caplog.at_level(logging.INFO, logger="sparsebayes"):
         for done in (0, 4, 5, 5, 12, 50):
             cb([Chain(done), Chain(done)])
-    msgs = [r.getMessage() for r in caplog.records]
+    msgs = [re.sub(r", \d+ s, about \d+ s left$", "", r.getMessage()) for r in caplog.records]
     assert msgs == ["nuts: 10% (10 of 100 draws, 2 divergences)",
                     "nuts: 20% (24 of 100 draws, 2 divergences)",
                     "nuts: 100% (100 of 100 draws, 2 divergences)"]
+    assert all(re.search(r", \d+ s, about \d+ s left$", r.getMessage()) for r in caplog.records)
 
 
 def test_fit_logged_levels_and_quiet(caplog):
