@@ -32,11 +32,18 @@ $(VENV)/.docs-installed: $(VENV)/.installed pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[docs]"
 	touch $@
 
+# `make test` re-executes every notebook (no cache) and marks the executed copies
+# (docs/_build/jupyter_execute/.forced), which tests/test_notebooks.py then checks instead of
+# executing the notebooks a second time; a cached `make docs` removes the mark.
 docs: $(VENV)/.docs-installed
-	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
+	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html $(SPHINXOPTS)
+	$(if $(findstring nb_execution_mode=force,$(SPHINXOPTS)),touch,rm -f) docs/_build/jupyter_execute/.forced
+
+test: SPHINXOPTS = -D nb_execution_mode=force
 
 test: $(VENV)/.installed lint docs
-	MPLBACKEND=Agg OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q --durations=25
+	MPLBACKEND=Agg OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q \
+		--durations=25 -n 2 --dist loadfile
 
 bench: $(VENV)/.installed
 	$(BIN)/python -m pip install -q -e ".[bench]"
