@@ -238,6 +238,9 @@ class ELPDDataRefits(ELPDDataLOO):
     def _header(self):
         return self.how
 
+    def _table(self):  # no p_loo: refits are not importance sampling over draws
+        return f"          Estimate      SE\nelpd_loo {self.elpd:9.2f} {self.se:7.2f}\n"
+
 
 @dataclass(kw_only=True, repr=False)
 class ELPDDataSubsample(ELPDDataLOOSubsample):
@@ -250,6 +253,10 @@ class ELPDDataSubsample(ELPDDataLOOSubsample):
 
     def _header(self):
         return self.how
+
+    def _table(self):
+        return ("          Estimate      SE  subsampling SE\n"
+                f"elpd_loo {self.elpd:9.2f} {self.se:7.2f} {self.subsampling_se:15.2f}\n")
 
 
 def _pointwise(post, values: np.ndarray, name: str = "t") -> xr.DataArray:
