@@ -57,16 +57,21 @@ def add_parsers(sub) -> None:
     p_data.add_argument("--data-dir", type=Path)
 
 
+def _written(path: Path) -> str:
+    """Where the report is: ``report.md`` and the self-contained ``report.html`` beside it."""
+    return f"report written to {path} and {path.with_name('report.html')}"
+
+
 def report(args) -> int:
     from sparsebayes.inference.study.report import write_report
 
-    print(f"report written to {write_report(args.out)}")
+    print(_written(write_report(args.out)))
     return 0
 
 
 def study(args) -> int:
     from sparsebayes.inference.study import DEFAULT_STUDY, SMALL_STUDY, run_study
-    from sparsebayes.inference.study.report import write_report
+    from sparsebayes.inference.study.report import whole_sentences, write_report
 
     base = SMALL_STUDY if args.small else DEFAULT_STUDY
     data = args.data or ",".join(base["data"])
@@ -82,9 +87,9 @@ def study(args) -> int:
     print(f"{len(table)} cells, {len(failed)} failed; table {args.out / 'results.csv'}")
     if len(failed):  # why, once per method and error
         for (method, error), grp in list(failed.groupby(["method", "error"], sort=False))[:5]:
-            print(f"  {method} failed on {len(grp)} cell(s): {str(error)[:300]}")
+            print(f"  {method} failed on {len(grp)} cell(s): {whole_sentences(error)}")
     if not args.no_report:
-        print(f"report written to {write_report(args.out, table)}")
+        print(_written(write_report(args.out, table)))
     return 0
 
 

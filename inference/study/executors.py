@@ -40,36 +40,147 @@ def dask_client(scheduler, timeout: float):
     return client, True
 
 
-class Progress:
-    """A tqdm bar with cells done / running / failed and the time left."""
+# A cell's expected seconds of one core (fit, leave-one-out and prediction; compilation
+# apart) before any cell of its method has finished: the default study's per-cell means
+# (benchmarks/results/default_study.md), by fit method; "rvm*" has no LOO of its own, the
+# scikit-learn baselines fit in a fraction of a second. Only the ratios matter: the
+# study's own finished cells set the scale (:meth:`Progress.seconds_left`).
+PRIOR_SECONDS = {"nuts": 4.5, "advi": 0.65, "fullrank_advi": 1.0, "vrvm": 1.0,
+                 "evidence": 1.6, "evidence-mackay": 1.6}
+_PRIOR_FAMILY = {"rvm*": 0.05, "svm": 0.1, "sklearn": 0.1}
 
-    def __init__(self, total: int, done: int, failed: int, slots: int, enabled: bool):
+
+def prior_seconds(cell: Cell) -> float:
+    """The relative cost of a cell before its method has run (:data:`PRIOR_SECONDS`)."""
+    family = cell.method.family
+    if family in _PRIOR_FAMILY:
+        return _PRIOR_FAMILY[family]
+    return PRIOR_SECONDS.get(cell.method.method, 1.0)
+
+
+def _busy_seconds(record: dict[str, Any]) -> float | None:
+    """A finished cell's seconds without its compilation (paid once per worker and
+    method, not by the cells still to run), or None if the record has no time."""
+    total = record.get("cell_seconds")
+    if not isinstance(total, int | float) or not total == total:  # None or NaN
+        return None
+    compiled = record.get("compile_seconds")
+    if isinstance(compiled, int | float) and compiled == compiled:
+        total -= compiled
+    return max(float(total), 0.0)
+
+
+class Progress:
+    """A tqdm bar with cells done / running / failed and the time left.
+
+    The time left is not tqdm's cells-per-second extrapolation: a study runs its costliest
+    cells first (NUTS before an SVM that takes 1/50 of the time), so the first cell's rate
+    extrapolated over all cells was hours off (4:20:02 for a 5-minute study). It is the
+    expected seconds of the cells still to run, over the ``slots`` that run them: a cell
+    is expected to take the mean of the finished cells of its method on its data set, else
+    of its method on the other data sets, else its :func:`prior_seconds` scaled by the
+    finished cells' seconds per prior second; compilation apart, each method not run yet
+    adding one compilation per worker as long as those so far. No estimate before the
+    first cell ends (or a resumed study's stored cells give one). ``cells``: the cells to
+    run; ``history``: the records of cells already done."""
+
+    def __init__(self, total: int, done: int, failed: int, slots: int, enabled: bool,
+                 cells=(), history=(), clock: Callable[[], float] = time.monotonic):
         from tqdm.auto import tqdm
 
         self.bar = tqdm(total=total, initial=done, unit="cell", desc="study",
-                        disable=not enabled, file=sys.stderr, dynamic_ncols=True)
+                        disable=not enabled, file=sys.stderr, dynamic_ncols=True,
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
+                                   "[{elapsed}{postfix}]")
         self.failed, self.slots, self.left = failed, slots, total - done
         self.told: set[tuple[str, str]] = set()  # (method, error) already printed
+        self.clock = clock
+        self.pending = {(c.data.label, c.method.label, c.split): prior_seconds(c)
+                        for c in cells}
+        self.prior = {c.method.label: prior_seconds(c) for c in cells}
+        # methods that compile on a worker's first use (not the scikit-learn baselines, nor
+        # rvm*, which runs the rvm kernels)
+        self.compiling = {c.method.label for c in cells
+                          if c.method.family not in _PRIOR_FAMILY}
+        self.seconds: dict[tuple[str, str], list[float]] = {}  # (data set, method): times
+        self.compiles: list[float] = []  # the compilations finished cells paid
+        self.estimate: tuple[float, float] | None = None  # (seconds left, at clock time)
+        for record in history:
+            self._measure(record)
+        self._estimate()
         self._post()
 
+    def _measure(self, record: dict[str, Any]) -> None:
+        key = (str(record.get("dataset")), str(record.get("method")), record.get("split"))
+        self.pending.pop(key, None)
+        seconds = _busy_seconds(record)
+        if seconds is not None:
+            self.seconds.setdefault(key[:2], []).append(seconds)
+        compiled = record.get("compile_seconds")
+        if isinstance(compiled, int | float) and compiled > 0:
+            self.compiles.append(float(compiled))
+
+    def seconds_left(self) -> float | None:
+        """The expected wall seconds of the cells still to run, or None before any cell
+        has a time (see the class)."""
+        if not self.seconds:
+            return None
+        if not self.pending:
+            return 0.0
+        mean = {k: sum(v) / len(v) for k, v in self.seconds.items()}
+        method: dict[str, list[float]] = {}
+        for (_, m), v in self.seconds.items():
+            method.setdefault(m, []).extend(v)
+        known = [k for k in self.seconds if k[1] in self.prior]
+        scale = (sum(sum(self.seconds[k]) for k in known)
+                 / sum(self.prior[k[1]] * len(self.seconds[k]) for k in known)) if known \
+            else sum(map(sum, self.seconds.values())) / sum(map(len, self.seconds.values()))
+        # each method not run yet compiles once in each worker that takes it, as long as
+        # the compilations so far took
+        new = {m for _, m, _ in self.pending if m in self.compiling} - set(method)
+        work = (len(new) * self.slots * sum(self.compiles) / len(self.compiles)
+                if self.compiles else 0.0)
+        for (d, m, _), prior in self.pending.items():
+            if (d, m) in mean:
+                work += mean[(d, m)]
+            elif m in method:
+                work += sum(method[m]) / len(method[m])
+            else:
+                work += prior * scale
+        return work / max(1, min(self.slots, len(self.pending)))
+
+    def _estimate(self) -> None:
+        left = self.seconds_left()
+        self.estimate = None if left is None else (left, self.clock())
+
     def _post(self) -> None:
-        self.bar.set_postfix(running=min(self.slots, self.left), failed=self.failed,
-                             refresh=False)
+        post = f"running={min(self.slots, self.left)}, failed={self.failed}"
+        if self.estimate is not None and self.left:
+            from tqdm import tqdm
+
+            left = max(0.0, self.estimate[0] - (self.clock() - self.estimate[1]))
+            post += f", left ~{tqdm.format_interval(left)}"
+        self.bar.set_postfix_str(post, refresh=False)
 
     def update(self, record: dict[str, Any]) -> None:
         self.left -= 1
+        self._measure(record)
+        self._estimate()
         if record.get("status") != "ok":
             self.failed += 1
             said = (str(record.get("method")), str(record.get("error", "")))
             if not self.bar.disable and said not in self.told:  # say why once, and go on
+                from .report import whole_sentences
+
                 self.told.add(said)
                 self.bar.write(f"failed: {record.get('dataset')} split {record.get('split')} "
-                               f"{said[0]}: {said[1][:300]} (the study goes on; later "
-                               "cells failing alike are not repeated)", file=sys.stderr)
+                               f"{said[0]}: {whole_sentences(said[1])} (the study goes on; "
+                               "later cells failing alike are not repeated)", file=sys.stderr)
         self._post()
         self.bar.update(1)
 
     def refresh(self) -> None:
+        self._post()  # the time left counts down between cells
         self.bar.refresh()
 
     def close(self) -> None:

@@ -90,6 +90,49 @@ def _fmt(x: float, digits: int = 3) -> str:
     return f"{x:.{digits}f}"
 
 
+def _distinct(values, digits: int = 3, most: int = 8) -> list[str]:
+    """``values`` by :func:`_fmt` with the fewest digits (from ``digits`` up to ``most``)
+    that print distinct values distinct: means of 0.01075 and 0.01102 read 0.0108 and
+    0.0110, not 0.011 twice. Equal values stay equal."""
+    x = [float(v) if v is not None else np.nan for v in values]
+
+    def differ(a: float, b: float) -> bool:  # beyond floating-point rounding
+        return bool(np.isfinite(a) and np.isfinite(b)
+                    and abs(a - b) > 1e-9 * max(abs(a), abs(b)))
+
+    for k in range(digits, most + 1):
+        text = [_fmt(v, k) for v in x]
+        clash = any(text[i] == text[j] and differ(x[i], x[j])
+                    for i in range(len(x)) for j in range(i))
+        if not clash:
+            break
+    return text
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`(\[])")
+
+
+def whole_sentences(text, limit: int = 300) -> str:
+    """``text`` shortened to its first whole sentences within ``limit`` characters (the
+    first one always whole, however long): nothing is cut mid-sentence. A shortened text
+    ends with where the rest is (``results.csv`` holds every cell's full text). Warnings
+    joined by ``" | "`` are shortened one by one; line breaks become spaces (a Markdown
+    table's cell is one line)."""
+    text = "" if text is None or (isinstance(text, float) and np.isnan(text)) else str(text)
+    text = " ".join(text.replace(" | ", "\x00").split()).replace("\x00", " | ")
+    parts = [p for p in text.split(" | ") if p]
+    if len(parts) > 1:
+        return " | ".join(whole_sentences(p, limit) for p in parts)
+    sentences = _SENTENCE_END.split(text.strip())
+    kept = sentences[:1]
+    for sentence in sentences[1:]:
+        if len(" ".join([*kept, sentence])) > limit:
+            break
+        kept.append(sentence)
+    short = " ".join(kept)
+    return short if len(kept) == len(sentences) else short + " [more in results.csv]"
+
+
 def _markdown(df: pd.DataFrame) -> str:
     cols = [str(c) for c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
@@ -138,8 +181,8 @@ def paired_tests(table: pd.DataFrame, dataset: str, loss: str) -> pd.DataFrame:
     methods = list(dict.fromkeys(sub["method"]))
     wide = sub.pivot_table(index="split", columns="method", values=loss, aggfunc="first")
     out = pd.DataFrame("", index=["mean loss", *methods], columns=methods, dtype=object)
+    out.loc["mean loss", methods] = _distinct([float(wide[m].mean()) for m in methods])
     for j, mj in enumerate(methods):
-        out.loc["mean loss", mj] = _fmt(float(wide[mj].mean()))
         out.loc[mj, mj] = "•"
         for mi in methods[:j]:
             pair = wide[[mi, mj]].dropna()
@@ -218,13 +261,19 @@ ESTIMATORS = {
 OPTIMISTIC = ("gaussian", "cavity")
 
 
-def _bad_k_share(grp: pd.DataFrame) -> float:
-    """Share of the training points, over a method's PSIS cells, whose Pareto k exceeds
-    ArviZ's threshold (``loo_bad_k``); NaN without PSIS cells."""
+def _bad_k(grp: pd.DataFrame) -> tuple[int, int]:
+    """Training points, summed over a method's PSIS cells, whose Pareto k exceeds ArviZ's
+    threshold (``loo_bad_k``; points that ``reloo`` refitted count 0), and the points of
+    those cells: ``(0, 0)`` without PSIS cells."""
     if "loo_bad_k" not in grp:
-        return np.nan
+        return 0, 0
     psis = grp[grp["loo_bad_k"].notna()]
-    return float(psis["loo_bad_k"].sum() / psis["n_train"].sum()) if len(psis) else np.nan
+    return int(psis["loo_bad_k"].sum()), int(psis["n_train"].sum())
+
+
+def _points(bad: int, n: int) -> str:
+    """``"12 of 60 training points"``: counts, which never round to "0%"."""
+    return f"{bad} of {n} training point{'s' if n != 1 else ''}"
 
 
 def _loo_means(sub: pd.DataFrame, task: str) -> pd.DataFrame:
@@ -260,9 +309,9 @@ def loo_table(table: pd.DataFrame, dataset: str) -> pd.DataFrame:
         loo = grp["loo_elpd_per_point"].to_numpy(float)
         held = -grp[col].to_numpy(float) if col in grp else np.full(len(grp), np.nan)
         est = sorted({str(e) for e in grp.get("loo_estimator", pd.Series()).dropna() if e})
-        bad = _bad_k_share(grp)
+        bad, n = _bad_k(grp)
         if bad > 0:
-            est = [f"{e} (Pareto k high at {100 * bad:.0f}% of points)" if e == "psis" else e
+            est = [f"{e} (Pareto k high at {_points(bad, n)})" if e == "psis" else e
                    for e in est]
         why = sorted({str(w) for w in grp.get("loo_missing", pd.Series()).dropna() if w})
         rows.append({"method": f"`{method}`", "LOO elpd per point": mean_sd(loo),
@@ -270,10 +319,22 @@ def loo_table(table: pd.DataFrame, dataset: str) -> pd.DataFrame:
                      "estimator": ", ".join(est) or "–",
                      "LOO s": _fmt(np.nanmean(grp["loo_seconds"].to_numpy(float)), 3)
                      if "loo_seconds" in grp and grp["loo_seconds"].notna().any() else "–",
-                     "no LOO because": "; ".join(w[:200] for w in why)})
+                     "no LOO because": "; ".join(whole_sentences(w, 200) for w in why)})
     out = pd.DataFrame(rows)
     return out if out["no LOO because"].astype(bool).any() else out.drop(
         columns="no LOO because")
+
+
+def loo_ranking(table: pd.DataFrame, dataset: str, task: str) -> dict | None:
+    """The two rankings of :func:`loo_agreement` as numbers: ``{"n", "tau", "best_loo",
+    "best_held"}`` over the ``n >= 2`` methods of ``dataset`` with both a LOO elpd and a
+    held-out log density (Kendall's tau-b of their means; NaN when tied), else None."""
+    sub = table[(table["dataset"] == dataset) & (table["status"] == "ok")]
+    means = _loo_means(sub, task)
+    if len(means) < 2:
+        return None
+    return {"n": len(means), "tau": stats.kendalltau(means["loo"], means["held"]).statistic,
+            "best_loo": means["loo"].idxmax(), "best_held": means["held"].idxmax()}
 
 
 def loo_agreement(table: pd.DataFrame, dataset: str, task: str) -> str | None:
@@ -286,6 +347,7 @@ def loo_agreement(table: pd.DataFrame, dataset: str, task: str) -> str | None:
     if "loo_elpd_per_point" not in sub:
         return None
     means = _loo_means(sub, task)
+    rank = loo_ranking(table, dataset, task)
     has = sub.groupby("method", sort=False)["loo_elpd_per_point"].apply(
         lambda v: np.isfinite(v.to_numpy(float)).any())
     none = list(has.index[~has.to_numpy(bool)])
@@ -300,7 +362,7 @@ def loo_agreement(table: pd.DataFrame, dataset: str, task: str) -> str | None:
             return " > ".join(f"`{m}`" for m in means[col].sort_values(
                 ascending=False, kind="stable").index)
 
-        tau = stats.kendalltau(means["loo"], means["held"]).statistic
+        tau = rank["tau"]
         verdict = ("cannot be compared (tied means)" if not np.isfinite(tau) else
                    "agree" if tau >= 1 - 1e-12 else "partly agree" if tau > 0 else "disagree")
         text += (f"ranked by mean LOO elpd per training point and by mean held-out log "
@@ -308,7 +370,7 @@ def loo_agreement(table: pd.DataFrame, dataset: str, task: str) -> str | None:
         if np.isfinite(tau):
             text += (f" (Kendall's tau = {tau:.2f}), tau being the rank correlation of the "
                      "two orders (1 the same order, -1 the reverse)")
-        best_loo, best_held = means["loo"].idxmax(), means["held"].idxmax()
+        best_loo, best_held = rank["best_loo"], rank["best_held"]
         if verdict == "agree":
             text += f": both order {order('loo')}"
         else:
@@ -322,11 +384,11 @@ def loo_agreement(table: pd.DataFrame, dataset: str, task: str) -> str | None:
         if opt:
             text += ("; at the full-data hyperparameters (optimistic): "
                      + ", ".join(f"`{m}`" for m in opt))
-    bad = {m: _bad_k_share(grp) for m, grp in sub.groupby("method", sort=False)}
-    bad = {m: v for m, v in bad.items() if v > 0}
+    bad = {m: _bad_k(grp) for m, grp in sub.groupby("method", sort=False)}
+    bad = {m: v for m, v in bad.items() if v[0] > 0}
     if bad:
         text += ("; PSIS unreliable where Pareto k is high (Vehtari et al. 2024): " + ", ".join(
-            f"`{m}` ({100 * v:.0f}% of points)" for m, v in bad.items()))
+            f"`{m}` ({_points(*v)})" for m, v in bad.items()))
     if none:
         text += "; no LOO: " + ", ".join(f"`{m}`" for m in none)
     return text + "."
@@ -369,15 +431,15 @@ def conclusions(table: pd.DataFrame, dataset: str, task: str) -> list[str]:
         same = [m for m, q in p.items() if np.isfinite(q) and q >= ALPHA]
         worse = [m for m, q in p.items() if np.isfinite(q) and q < ALPHA]
         few = [m for m, q in p.items() if not np.isfinite(q)]
-        text = f"**{name}**: `{best}` is lowest ({_fmt(means[best] * scale)})"
+        shown = dict(zip(means.index, _distinct(means.to_numpy() * scale)))
+        text = f"**{name}**: `{best}` is lowest ({shown[best]})"
         if same:
             text += ("; not distinguishable from it (paired t-test p-value over the common "
                      "splits, Holm-adjusted for the comparisons with the lowest, >= 0.05): "
-                     + ", ".join(
-                f"`{m}` ({_fmt(means[m] * scale)}, p = {p[m]:.2f})" for m in same))
+                     + ", ".join(f"`{m}` ({shown[m]}, p = {p[m]:.2f})" for m in same))
         if worse:
             text += "; worse (Holm-adjusted p < 0.05): " + ", ".join(
-                f"`{m}` ({_fmt(means[m] * scale)})" for m in worse)
+                f"`{m}` ({shown[m]})" for m in worse)
         if few:
             text += "; fewer than 2 common splits: " + ", ".join(f"`{m}`" for m in few)
         out.append(text + ".")
@@ -431,6 +493,182 @@ def conclusions(table: pd.DataFrame, dataset: str, task: str) -> list[str]:
                 f"({_fmt(err[best] * scale)}" + (f", {vec[best]:.1f} vectors)." if best in vec
                                                  else ")."))
     return out
+
+
+# the held-out score of the conclusion: the loss of HELD_OUT by name
+_HELD_NAME = {"nlpd": "NLPD", "log_loss": "log loss"}
+
+
+def study_conclusion(table: pd.DataFrame, datasets) -> list[str]:
+    """The report's "Conclusion", from the numbers: per data set the method with the best
+    held-out score (the lowest mean NLPD or log loss over the splits, :data:`HELD_OUT`: the
+    held-out log density) and the paired t-tests' verdict against it (Holm-adjusted, as in
+    :func:`best_methods`), and whether leave-one-out ranks the methods as held-out does
+    (:func:`loo_ranking`); across data sets each method's mean rank by the held-out score,
+    the data sets it is best on, and on how many LOO and held-out pick the same best.
+    Methods without a predictive density (``probabilistic = 0``) have no held-out score and
+    are named as not ranked."""
+    ok = table[table["status"] == "ok"] if len(table) else table
+    out, ranks, loo = [], {}, {}
+    for d in datasets:
+        sub = ok[ok["dataset"] == d]
+        if not len(sub):
+            continue
+        task = sub["task"].iloc[0]
+        col = HELD_OUT[task]
+        name = _HELD_NAME[col]
+        has = (sub.groupby("method", sort=False)[col].apply(lambda v: v.notna().any())
+               if col in sub else pd.Series(False, index=list(dict.fromkeys(sub["method"]))))
+        unranked = [m for m, h in has.items() if not h]
+        res = best_methods(table, d, col)
+        if res is None:
+            scored = [m for m, h in has.items() if h]
+            out.append(f"`{d}`: " + (f"only `{scored[0]}` has a held-out {name}: nothing to "
+                                     "rank" if scored else
+                                     f"no method has a held-out {name}") + ".")
+            continue
+        best, means, p = res["best"], res["means"], res["p"]
+        shown = dict(zip(means.index, _distinct(means.to_numpy())))
+        same = [m for m, q in p.items() if np.isfinite(q) and q >= ALPHA]
+        worse = [m for m, q in p.items() if np.isfinite(q) and q < ALPHA]
+        few = [m for m, q in p.items() if not np.isfinite(q)]
+        text = f"`{d}` ({task}): `{best}` has the best held-out {name} ({shown[best]})"
+        if same:
+            text += (", but the paired t-tests (Holm-adjusted p) cannot tell it from "
+                     + ", ".join(
+                f"`{m}` ({shown[m]}, p = {p[m]:.2f})" for m in same))
+            if worse:
+                text += "; worse (p < 0.05): " + ", ".join(f"`{m}`" for m in worse)
+        elif worse:
+            text += (", and the paired t-tests find " + ("every other method" if not few
+                     else ", ".join(f"`{m}`" for m in worse)) + " worse (p < 0.05)")
+        if few:
+            text += "; untested (fewer than 2 common splits): " + ", ".join(
+                f"`{m}`" for m in few)
+        if unranked:
+            text += "; not ranked (no predictive density): " + ", ".join(
+                f"`{m}`" for m in unranked)
+        rank = loo_ranking(table, d, task)
+        if rank is not None:
+            loo[d] = rank
+            tau = rank["tau"]
+            text += (f". LOO ranks the {rank['n']} methods with a LOO " + (
+                "as held-out does" if np.isfinite(tau) and tau >= 1 - 1e-12 else
+                f"differently (Kendall's tau {tau:.2f})" if np.isfinite(tau) else
+                "with ties (no Kendall's tau)"))
+            if rank["best_loo"] == rank["best_held"]:
+                text += f" and puts `{rank['best_loo']}` first too"
+            else:
+                text += (f" and puts `{rank['best_loo']}` first (held-out: "
+                         f"`{rank['best_held']}`)")
+        out.append(text + ".")
+        ranks[d] = means.rank(method="average")
+    if len(ranks) >= 2:
+        table_r = pd.DataFrame(ranks)  # methods x data sets, NaN where a method has no score
+        mean = table_r.mean(axis=1).sort_values(kind="stable")
+        count = table_r.notna().sum(axis=1)
+        wins = {m: [d for d in ranks if ranks[d].get(m) == ranks[d].min()] for m in mean.index}
+        text = (f"Across the {len(ranks)} data sets, mean rank by the held-out score (1 = "
+                "best on a data set; averaged over the data sets where a method has one): "
+                + ", ".join(f"`{m}` {mean[m]:.1f}" + (f" ({count[m]} of {len(ranks)} data "
+                                                       "sets)" if count[m] < len(ranks)
+                                                       else "")
+                            for m in mean.index))
+        best_on = [f"`{m}` on {', '.join(f'`{d}`' for d in w)}" for m, w in wins.items() if w]
+        text += "; best: " + "; ".join(best_on)
+        out.append(text + ".")
+    if len(loo) >= 2:
+        same = [d for d, r in loo.items() if r["best_loo"] == r["best_held"]]
+        taus = [r["tau"] for r in loo.values() if np.isfinite(r["tau"])]
+        out.append(f"LOO on the training split picks the held-out best on {len(same)} of "
+                   f"{len(loo)} data sets" + (f" (mean Kendall's tau {np.mean(taus):.2f})"
+                                             if taus else "")
+                   + ("; choosing by LOO would have picked the same methods as the test "
+                      "splits" if len(same) == len(loo) else "") + ".")
+    return out
+
+
+# what each method of a study is (Methods in the report's glossary), by (family, method)
+METHOD_TERMS = {
+    ("rvm", "evidence"): "the relevance vector machine (RVM, Tipping 2001), its "
+                         "hyperparameters by type-II maximum likelihood (the evidence) with "
+                         "Tipping & Faul's (2003) fast sequential algorithm; a Gaussian "
+                         "posterior of the weights (Laplace's approximation for "
+                         "classification and counts)",
+    ("rvm", "evidence-mackay"): "the RVM fitted by Tipping's (2001) re-estimation of the "
+                                "hyperparameters (MacKay's updates), the same evidence "
+                                "maximised more slowly",
+    ("rvm*", "evidence"): "the `rvm/evidence` fit predicting as RVM* (Rasmussen & "
+                          "Quiñonero-Candela 2005): a basis function added at each test "
+                          "point, so the predictive variance grows away from the data",
+    ("rvm", "vrvm"): "the variational RVM (Bishop & Tipping 2000): a factorised "
+                     "approximation of the posterior of weights and hyperparameters, in "
+                     "closed form",
+    ("rvm", "advi"): "the RVM's PyMC model fitted by mean-field automatic differentiation "
+                     "variational inference (ADVI, Kucukelbir et al. 2017): a Gaussian "
+                     "with independent coordinates",
+    ("rvm", "fullrank_advi"): "ADVI with a full-rank Gaussian (correlations kept)",
+    ("rvm", "nuts"): "the RVM's full posterior sampled by the No-U-Turn sampler (NUTS, "
+                     "Hoffman & Gelman 2014), the reference the approximations are "
+                     "compared with",
+    ("gp", "evidence"): "a Gaussian process (Rasmussen & Williams 2006, GPML) with the "
+                        "kernel's hyperparameters maximising the marginal likelihood "
+                        "(Laplace's approximation for classification): every training "
+                        "point kept",
+    ("gp", "nuts"): "a Gaussian process with its hyperparameters sampled by NUTS",
+    ("svm", None): "a support vector machine (scikit-learn's SVR / SVC, Gaussian kernel, C "
+                   "by cross-validation on the training split): points, no predictive "
+                   "distribution",
+}
+_OPTION_TERMS = {
+    "centres": "on a k-means dictionary of {} candidate centres (not every training point)",
+    "chains": "{} chains", "draws": "{} draws each", "tune": "{} tuning steps",
+    "loo": "leave-one-out by {}",
+}
+# abbreviations and terms of the report's text, defined when the report uses them
+TEXT_TERMS = {
+    "held-out": "on the test split, which the fit never saw",
+    "LOO": "leave-one-out cross-validation: each training point predicted by the method "
+           "fitted without it (estimated, see the LOO estimators above)",
+    "elpd": "expected log pointwise predictive density, sum_n log p(t_n | the other "
+            "points); here per point, so comparable with the held-out mean log density "
+            "(higher is better)",
+    "PSIS": "Pareto-smoothed importance sampling: leave-one-out from one posterior's draws, "
+            "reweighted for each left-out point (Vehtari, Gelman & Gabry 2017)",
+    "Pareto k": "the estimated tail shape of PSIS's importance weights (k-hat): above "
+                "ArviZ's threshold (0.7 for large samples) that point's estimate is "
+                "unreliable (Vehtari et al. 2024)",
+    "paired t-test": "a t-test of the per-split differences between two methods over the "
+                     "splits both finished, as in R&QC 2005 Table 1",
+    "Holm": "Holm's (1979) step-down adjustment of the p-values of several comparisons: "
+            "the chance that any of them calls two equal methods different stays below "
+            "0.05",
+    "Kendall's tau": "the rank correlation of two orders of the methods: 1 the same, -1 "
+                     "reversed",
+    "ESS": "effective sample size of a sampler's draws (bulk: of the centre; tail: of the "
+           "5% and 95% quantiles)",
+}
+
+
+def method_glossary(methods, short: dict[str, str]) -> list[str]:
+    """One line per method of the study (by its short name in the tables): what it is
+    (:data:`METHOD_TERMS`) and what its options change (:data:`_OPTION_TERMS`)."""
+    lines = []
+    for m in methods:
+        name = short.get(m.label, m.label)
+        if m.family == "sklearn":
+            what = f"a scikit-learn estimator, `{m.method}`"
+        else:
+            what = METHOD_TERMS.get((m.family, m.method), f"`{m.family}` fitted by "
+                                    f"`{m.method}`" if m.method else f"`{m.family}`")
+        opts = [_OPTION_TERMS[k].format(v) for k, v in m.options if k in _OPTION_TERMS]
+        rest = [f"{k}={v}" for k, v in m.options if k not in _OPTION_TERMS]
+        if m.family != "sklearn" and (opts or rest):
+            what += "; " + ", ".join(opts + ([f"options {', '.join(rest)}"] if rest else []))
+        elif rest:
+            what += f" ({', '.join(rest)})"
+        lines.append(f"- `{name}`: {what}.")
+    return lines
 
 
 def method_colors(names) -> dict[str, str]:
@@ -557,12 +795,33 @@ def _plot_boundary(out: Path, data: DataSpec, methods, table, fig_path: Path,
 
 def _plot_summary(table: pd.DataFrame, dataset: str, task: str, fig_path: Path,
                   colors: dict) -> bool:
+    fig = summary_figure(table, dataset, task, colors)
+    if fig is None:
+        return False
+    fig.savefig(fig_path, dpi=100)
+    return True
+
+
+def _readable_ticks(axis) -> None:
+    """At most 4 ticks, and a scientific offset or factor where the values need more than
+    a few digits (losses of 0.01075 ... 0.01125 read 1.075 ... 1.125 with "1e-2" at the
+    end of the axis), so that a narrow panel's tick labels do not run together."""
+    from matplotlib.ticker import MaxNLocator, ScalarFormatter
+
+    axis.set_major_locator(MaxNLocator(nbins=4, min_n_ticks=2))
+    fmt = ScalarFormatter(useOffset=True, useMathText=True)
+    fmt.set_powerlimits((-3, 4))
+    axis.set_major_formatter(fmt)
+
+
+def summary_figure(table: pd.DataFrame, dataset: str, task: str, colors: dict):
     """Each method's per-split losses (ticks) with their mean and its 95% t-interval over
-    the ``n`` splits it finished (bar), one panel per loss of :data:`LOSSES`."""
+    the ``n`` splits it finished (bar), one panel per loss of :data:`LOSSES` (a matplotlib
+    ``Figure``, or None with no loss to show)."""
     sub = table[(table["dataset"] == dataset) & (table["status"] == "ok")]
     losses = [(c, n, k) for c, n, k in LOSSES[task] if c in sub and sub[c].notna().any()]
     if not losses:
-        return False
+        return None
     methods = list(dict.fromkeys(sub["method"]))
     fig, axes = _figure(len(losses), width=4.0, height=0.5 + 0.42 * len(methods) + 0.6)
     for ax, (col, name, scale) in zip(axes, losses):
@@ -585,12 +844,12 @@ def _plot_summary(table: pd.DataFrame, dataset: str, task: str, fig_path: Path,
         ax.set_ylim(len(methods) - 0.5, -0.5)
         ax.set_xlabel(name)
         ax.grid(axis="x", alpha=0.3)
+        _readable_ticks(ax.xaxis)
     for ax in axes[1:len(losses)]:
         ax.tick_params(labelleft=False)
     fig.suptitle(f"{dataset}: each split (ticks), mean and 95% t-interval over splits",
                  fontsize=10)
-    fig.savefig(fig_path, dpi=100)
-    return True
+    return fig
 
 
 def _plot_sparsity(table: pd.DataFrame, fig_path: Path, colors: dict) -> bool:
@@ -619,6 +878,16 @@ def _plot_sparsity(table: pd.DataFrame, fig_path: Path, colors: dict) -> bool:
         ax.legend(fontsize=7)
     fig.savefig(fig_path, dpi=100)
     return True
+
+
+def warnings_table(warn: pd.DataFrame) -> pd.DataFrame:
+    """One row per data set, method and text of warnings (``warnings`` of the cells that
+    warned), with the splits that gave it; each warning shortened to whole sentences."""
+    rows = []
+    for (d, m, text), grp in warn.groupby(["dataset", "method", "warnings"], sort=False):
+        rows.append({"data set": d, "method": m, "splits": ", ".join(
+            str(int(s)) for s in sorted(grp["split"])), "warnings": whole_sentences(text)})
+    return pd.DataFrame(rows, columns=["data set", "method", "splits", "warnings"])
 
 
 def _plot_posteriors(out: Path, data: DataSpec, methods, fig_path: Path,
@@ -724,10 +993,20 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
         f"splits; seed {manifest['seed']}. Every row of the study is in "
         f"[{TABLE}]({TABLE}).",
         "",
+    ]
+    short = {m.label: _short(m, methods) for m in methods}
+    shown = table.assign(method=table["method"].map(lambda x: short.get(x, x))) \
+        if len(table) else table
+    found = study_conclusion(shown, [d.label for d in data])
+    if found:
+        lines += ["## Conclusion", "", *[f"- {x}" for x in found], "",
+                  "Each data set's section below has the tables, the tests and the "
+                  "figures behind these lines.", ""]
+    lines += [
         "Tables show mean ± sd over the splits a method finished. Real data sets are "
         "standardised on each training split (regression targets too), so regression losses "
-        "are in units of the training sd. `svm`'s vectors are support vectors; every "
-        "column is defined under Terms at the end.",
+        "are in units of the training sd. `svm`'s vectors are support vectors; the methods, "
+        "every column and the abbreviations are defined under Glossary at the end.",
         "",
     ]
     if len(table) and "loo_estimator" in table:
@@ -755,15 +1034,12 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
                    "run_study(..., resume=True)\n" + command)
     lines += [f"Cells finished: {len(table)} ({n_failed} failed). To reproduce or complete "
               "the study (finished cells are reused):", "", "```bash", command, "```", ""]
-    short = {m.label: _short(m, methods) for m in methods}
     renamed = [f"`{short[m.label]}`: `{m.label}`" if m.family == "sklearn" else
                f"`{short[m.label]}`: {m.label.partition(':')[2].replace(':', ', ')}"
                for m in methods if short[m.label] != m.label]
     if renamed:
         lines += ["Method options (tables show the short names): " + "; ".join(renamed) + ".",
                   ""]
-    shown = table.assign(method=table["method"].map(lambda x: short.get(x, x))) \
-        if len(table) else table
     colors = method_colors(short[m.label] for m in methods)  # one per method, every figure
     lines += ["Fit times exclude compilation, shown apart (`compile s (total)`); "
               "leave-one-out and prediction times are not in them either. For methods that "
@@ -784,7 +1060,7 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
             if len(sub):
                 lines += [_markdown(pd.DataFrame({
                     "split": sub["split"], "method": sub["method"],
-                    "error": sub["error"].astype(str).str.slice(0, 300)})), ""]
+                    "error": sub["error"].map(whole_sentences)})), ""]
             continue
         first = ok.iloc[0]
         lines += [f"Training size {first['n_train']:.0f}, test size {first['n_test']:.0f}, "
@@ -832,15 +1108,20 @@ def write_report(out: str | os.PathLike, table: pd.DataFrame | None = None) -> P
     if len(failed):
         lines += ["## Failed cells", "", _markdown(pd.DataFrame({
             "data set": failed["dataset"], "split": failed["split"],
-            "method": failed["method"], "error": failed["error"].str.slice(0, 300)})), ""]
+            "method": failed["method"], "error": failed["error"].map(whole_sentences)})),
+                  ""]
     if len(table) and "n_warnings" in table and table["n_warnings"].fillna(0).sum() > 0:
-        warn = table[table["n_warnings"].fillna(0) > 0]
-        lines += ["## Warnings", "", _markdown(pd.DataFrame({
-            "data set": warn["dataset"], "split": warn["split"], "method": warn["method"],
-            "warnings": warn["warnings"].str.slice(0, 300)})), ""]
+        warn = shown[shown["n_warnings"].fillna(0) > 0]
+        lines += ["## Warnings", "", "The same warnings of a method on one data set are one "
+                  "row, with the splits that gave them; every cell's full text is in "
+                  f"[{TABLE}]({TABLE}).", "", _markdown(warnings_table(warn)), ""]
     if skipped:
         lines += ["## Not run", "", _markdown(pd.DataFrame(skipped)), ""]
-    lines += ["## Terms", "", *[f"- **{k}**: {v}." for k, v in TERMS.items()], ""]
+    body = "\n".join(lines)
+    used = {k: v for k, v in TEXT_TERMS.items() if k in body}
+    lines += ["## Glossary", "", "### Methods", "", *method_glossary(methods, short), "",
+              "### Terms", "", *[f"- **{k}**: {v}." for k, v in {**TERMS, **used}.items()],
+              ""]
     path = out / "report.md"
     path.write_text("\n".join(lines))
     write_html(out)

@@ -149,7 +149,8 @@ def run_study(
         index = {id(c): i for i, c in enumerate(cells)}
         n_failed = sum(r.get("status") != "ok" for r in records.values())
         slots = n_jobs if client is None else dask_slots(client)
-        bar = Progress(len(cells), len(records), n_failed, slots, progress)
+        bar = Progress(len(cells), len(records), n_failed, slots, progress, todo,
+                       records.values())
 
         def on_result(cell: Cell, rec: dict[str, Any]) -> None:
             if out_path is not None:

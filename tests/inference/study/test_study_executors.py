@@ -136,3 +136,57 @@ def test_batches_keep_a_sampled_method_on_a_data_set_in_one_worker():
     # the GP's exact leave-one-out refits put it before the RVM's warm ones and the SVM
     assert [b[0].method.family for b in head][2:4] == ["gp", "gp"]
     assert [cost_rank(b[0]) for b in tail] == sorted(cost_rank(b[0]) for b in tail)
+
+
+def test_time_left_is_the_work_left_not_the_first_cells_rate(capsys):
+    """The first time left shown by the default study was 4:20:02 for a 5-minute run:
+    tqdm extrapolated the first (NUTS, costliest-first) cell's rate over all 260 cells.
+    Replayed on the default study's cells with their measured seconds per cell
+    (benchmarks/results/default_study.md, 2 workers, compilations on each worker's first
+    cell of a method, and of a NUTS data set): no estimate before a cell ends, then within
+    a factor 1.6 of the true time left, while the count extrapolation was 28x over."""
+    import heapq
+
+    from sparsebayes.inference.study import DEFAULT_STUDY
+    from sparsebayes.inference.study.executors import Progress, cost_rank
+    from sparsebayes.inference.study.run import config
+
+    seconds = {"nuts": (5.7, 4.05, 4.1, 5.5), "advi": (1.13, 0.6, 0.77, 0.66),
+               "vrvm": (1.06, 0.11, 2.48, 0.48), "gp": (0.32, 0.95, 3.4, 3.49),
+               "evidence": (2.2, 0.1, 4.05, 0.13), "rvm*": (0.05,) * 4,
+               "svm": (0.12, 0.06, 0.19, 0.07)}  # per data set, compilation apart
+    compile_ = {"nuts": 11.0, "advi": 23.0, "vrvm": 10.0, "evidence": 2.7}
+    cfg = config(DEFAULT_STUDY["data"], DEFAULT_STUDY["methods"], 10, 0)
+    cells = sorted(cfg.cells()[0], key=cost_rank)
+    labels = [d.label for d in cfg.data]
+
+    def kind(c):
+        return c.method.family if c.method.family in ("gp", "rvm*", "svm") else \
+            c.method.method
+
+    free, events, compiled = [(15.0, 0), (15.0, 1)], [], set()  # 15 s of start-up
+    for c in cells:
+        t, worker = heapq.heappop(free)
+        key = (worker, c.method.label, c.data.label if kind(c) == "nuts" else "")
+        comp = 0.0 if key in compiled else compile_.get(kind(c), 0.2)
+        compiled.add(key)
+        s = seconds[kind(c)][labels.index(c.data.label)] + comp
+        heapq.heappush(free, (t + s, worker))
+        events.append((t + s, c, s, comp))
+    events.sort(key=lambda e: e[0])
+    end = events[-1][0]
+    now = [0.0]
+    bar = Progress(len(cells), 0, 0, 2, True, cells, clock=lambda: now[0])
+    assert bar.seconds_left() is None and "left" not in capsys.readouterr().err
+    for i, (t, c, s, comp) in enumerate(events[:-1]):
+        now[0] = t
+        bar.update({"dataset": c.data.label, "method": c.method.label, "split": c.split,
+                    "status": "ok", "cell_seconds": s, "compile_seconds": comp})
+        truth, left = end - t, bar.seconds_left()
+        assert truth / 1.6 - 5 <= left <= 1.6 * truth + 5, (i, c.method.label, left, truth)
+        if i == 0:
+            assert t / 1 * (len(cells) - 1) > 20 * truth  # what tqdm showed: hours
+            bar.refresh()
+            shown = capsys.readouterr().err.rpartition("left ~")[2][:5]
+            assert shown.startswith(("03:", "04:", "05:")), shown  # truth 04:38
+    bar.close()

@@ -269,10 +269,10 @@ def test_agreement_names_missing_and_optimistic_loo():
     t = pd.concat([t, _table({"c": -1.4}, {"c": -1.2}, c="psis").assign(
         loo_bad_k=[0, 10, 2], n_train=20)])
     text = loo_agreement(t, "d", "regression")
-    assert "PSIS unreliable where Pareto k is high (Vehtari et al. 2024): `c` (20% of " \
-        "points)" in text  # 12 of 3 x 20 points
+    assert "PSIS unreliable where Pareto k is high (Vehtari et al. 2024): `c` (12 of 60 " \
+        "training points)" in text  # 12 of 3 x 20 points
     lt = loo_table(t, "d").set_index("method")
-    assert lt.loc["`c`", "estimator"] == "psis (Pareto k high at 20% of points)"
+    assert lt.loc["`c`", "estimator"] == "psis (Pareto k high at 12 of 60 training points)"
     assert lt.loc["`b`", "estimator"] == "gaussian"
     assert lt.loc["`svm`", "LOO elpd per point"] == "–"
     assert lt.loc["`svm`", "no LOO because"] == "baseline"

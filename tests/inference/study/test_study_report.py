@@ -300,7 +300,8 @@ def test_generated_report_defines_every_term_it_uses(tmp_path):
                              ("compile s (total)", "seconds of compilation"),
                              ("relevance vectors", "'–' for a GP"),
                              ("Kendall's tau", "the rank correlation of the two orders"),
-                             ("## Terms", "max R-hat"),
+                             ("## Glossary", "max R-hat"),
+                             ("### Methods", "- `gp/evidence`: a Gaussian process"),
                              ("`n<2`", "fewer than two common splits"),
                              ("`equal`", "the same loss on every common split"),
                              ("Holm", "Holm-adjusted"),
@@ -335,3 +336,186 @@ def test_first_cell_compilation_is_reported_apart_from_its_fit(tmp_path, monkeyp
     assert (t["status"] == "ok").all()
     assert t["compile_seconds"].iloc[0] >= 3.0 and (t["compile_seconds"].iloc[1:] == 0).all()
     assert (t["fit_seconds"] < 3.0).all()
+
+
+# --------------------------------------------------------------------------------------
+# issue 46 item 6: the report as a reader wants it
+# --------------------------------------------------------------------------------------
+def _two_sets() -> pd.DataFrame:
+    """A regression set `r` (`a` best by NLPD, then `x`, then `b`; `svm` without a
+    predictive density) and a classification set `c` (`b` best by log loss, LOO preferring
+    `a`), six splits each."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for d, task, col, held in [("r", "regression", "nlpd", {"a": 0.5, "x": 0.8, "b": 1.0}),
+                               ("c", "classification", "log_loss", {"a": 0.6, "b": 0.3})]:
+        loo = {"a": -0.4, "x": -0.9, "b": -1.1}  # a first by LOO on both data sets
+        for m in [*held, "svm"]:
+            for s in range(6):
+                v = held[m] + 0.01 * rng.normal() if m in held else np.nan
+                rows.append({"dataset": d, "split": s, "method": m, "task": task,
+                             "status": "ok", col: v, "probabilistic": int(m in held),
+                             "loo_elpd_per_point": loo[m] + 0.01 * rng.normal()
+                             if m in held else np.nan})
+    return pd.DataFrame(rows)
+
+
+def test_conclusion_states_the_best_per_data_set_and_across_from_the_numbers():
+    """The report's Conclusion: per data set the best held-out score with the Holm-adjusted
+    paired tests' verdict and whether LOO ranks alike; across data sets the mean rank, the
+    data sets each method is best on and how often LOO picks the held-out best."""
+    from sparsebayes.inference.study.report import study_conclusion
+
+    t = _two_sets()
+    lines = study_conclusion(t, ["r", "c"])
+    r, c, across, loo = lines
+    nlpd_a = t[(t.dataset == "r") & (t.method == "a")]["nlpd"].mean()
+    assert r.startswith(f"`r` (regression): `a` has the best held-out NLPD ({nlpd_a:.3f}), "
+                        "and the paired t-tests find every other method worse (p < 0.05)")
+    assert "not ranked (no predictive density): `svm`" in r
+    assert "LOO ranks the 3 methods with a LOO as held-out does and puts `a` first too" in r
+    assert c.startswith("`c` (classification): `b` has the best held-out log loss")
+    assert "LOO ranks the 2 methods with a LOO differently (Kendall's tau -1.00) and puts " \
+        "`a` first (held-out: `b`)" in c
+    # ranks: r a 1, x 2, b 3; c b 1, a 2 -> a 1.5, b 2.0, x 2.0 on 1 of 2 data sets
+    assert "Across the 2 data sets, mean rank by the held-out score" in across
+    assert "`a` 1.5" in across and "`b` 2.0" in across
+    assert "`x` 2.0 (1 of 2 data sets)" in across
+    assert "best: `a` on `r`; `b` on `c`" in across
+    assert loo.startswith("LOO on the training split picks the held-out best on 1 of 2 "
+                          "data sets (mean Kendall's tau 0.00)")
+    # a close call: the tests cannot tell the best from the rest, and the text says so
+    close = t.assign(nlpd=np.where(t["method"] == "x", t["nlpd"] - 0.3, t["nlpd"]))
+    r = study_conclusion(close, ["r"])[0]
+    assert "`a` has the best held-out NLPD" in r and "cannot tell it from `x` (" in r
+    assert "worse (p < 0.05): `b`" in r and len(study_conclusion(close, ["r"])) == 1
+
+
+def test_report_opens_with_the_conclusion_and_ends_with_a_glossary_of_its_methods(report):
+    """Conclusion before the first data set; a glossary naming each method of this study
+    (and no other) and each abbreviation the text uses."""
+    md = report.read_text()
+    assert md.index("## Conclusion") < md.index("## `wave`") < md.index("## Glossary")
+    conclusion = md[md.index("## Conclusion"):md.index("## `wave`")]
+    assert "`rvm/evidence` has a held-out NLPD" in conclusion or \
+        "only `rvm/evidence` has a held-out NLPD" in conclusion
+    glossary = md[md.index("## Glossary"):]
+    methods = glossary[glossary.index("### Methods"):glossary.index("### Terms")]
+    assert "- `rvm/evidence`: the relevance vector machine (RVM, Tipping 2001)" in methods
+    assert "- `svm`: a support vector machine" in methods
+    assert "- `KNeighborsRegressor`: a scikit-learn estimator, " \
+        "`sklearn.neighbors.KNeighborsRegressor`" in methods
+    assert "NUTS" not in methods and "`rvm/vrvm`" not in methods  # not in this study
+    for term in ("NLPD", "LOO", "elpd", "Holm", "held-out"):
+        assert f"- **{term}**" in glossary, term
+
+
+def test_method_glossary_says_what_options_change():
+    from sparsebayes.inference.study.report import method_glossary
+
+    methods = [st.MethodSpec.parse(m) for m in
+               ("rvm/nuts:centres=30:chains=4:draws=2000:tune=500", "rvm*/evidence",
+                "rvm/vrvm", "rvm/advi:centres=50")]
+    lines = method_glossary(methods, {methods[0].label: "rvm/nuts",
+                                      methods[3].label: "rvm/advi"})
+    assert lines[0].startswith("- `rvm/nuts`: the RVM's full posterior sampled by the "
+                               "No-U-Turn sampler")
+    assert "k-means dictionary of 30 candidate centres" in lines[0]
+    assert "4 chains, 2000 draws each, 500 tuning steps" in lines[0]
+    assert lines[1].startswith("- `rvm*/evidence`: the `rvm/evidence` fit predicting as RVM*")
+    assert lines[2].startswith("- `rvm/vrvm`: the variational RVM (Bishop & Tipping 2000)")
+    assert lines[3].startswith("- `rvm/advi`: the RVM's PyMC model fitted by mean-field")
+
+
+def test_summary_figure_tick_labels_do_not_run_together():
+    """Losses of 0.0100 ... 0.0118 in a narrow panel printed "0.010750.011000.01125" (seven
+    5-decimal ticks): at most 4 ticks, an offset where needed, no two labels touching."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from sparsebayes.inference.study.report import method_colors, summary_figure
+
+    rng = np.random.default_rng(0)
+    rows = [{"dataset": "sinc", "split": s, "method": m, "task": "regression",
+             "status": "ok", "mse": 0.0108 + 3e-4 * (i + rng.normal()),
+             "mae": 0.08 + 3e-4 * rng.normal(), "nlpd": -0.9 + 3e-4 * rng.normal()}
+            for i, m in enumerate(["rvm/evidence", "rvm*/evidence"]) for s in range(10)]
+    fig = summary_figure(pd.DataFrame(rows), "sinc", "regression",
+                         method_colors(["rvm/evidence", "rvm*/evidence"]))
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    for ax in fig.axes:
+        lo, hi = sorted(ax.get_xlim())
+        labels = [t for t in ax.get_xticklabels()
+                  if t.get_visible() and t.get_text() and lo <= t.get_position()[0] <= hi]
+        assert 2 <= len(labels) <= 5, [t.get_text() for t in labels]
+        boxes = [t.get_window_extent(renderer) for t in labels]
+        gaps = [b.x0 - a.x1 for a, b in zip(boxes, boxes[1:])]
+        assert min(gaps) > 4, [t.get_text() for t in labels]  # pixels between labels
+
+
+def test_mean_losses_print_distinct_when_they_differ():
+    """Every method's mean squared error on sinc printed 0.011: the paired tests' first row
+    and the conclusions take the digits that tell distinct means apart."""
+    from sparsebayes.inference.study.report import _distinct, conclusions
+
+    t = _synthetic({"a": [0.01071, 0.01079], "b": [0.01100, 0.01104],
+                    "c": [0.01090, 0.01106]})
+    row = paired_tests(t, "d", "mse").loc["mean loss"]
+    assert row.to_dict() == {"a": "0.01075", "b": "0.01102", "c": "0.01098"}
+    assert _distinct([0.0107, 0.011, 0.011]) == ["0.0107", "0.0110", "0.0110"]
+    assert _distinct([0.1 + 0.2, 0.3]) == ["0.300", "0.300"]  # equal but for rounding
+    assert _distinct([0.5, 0.25]) == ["0.500", "0.250"]  # 3 decimals still the least
+    text = conclusions(t, "d", "regression")[0]
+    assert "`a` is lowest (0.01075)" in text and "0.011)" not in text
+
+
+def test_high_pareto_k_is_counted_never_rounded_to_zero_percent():
+    """1 point of 400 with a high Pareto k printed "(0% of points)"; now its count."""
+    from sparsebayes.inference.study.report import loo_agreement, loo_table
+
+    rows = [{"dataset": "d", "split": s, "method": m, "task": "regression", "status": "ok",
+             "nlpd": 1.0 + i + 0.01 * s, "loo_elpd_per_point": -1.0 - i + 0.01 * s,
+             "loo_estimator": e, "loo_bad_k": k, "n_train": 200}
+            for s in range(2) for i, (m, e, k) in enumerate(
+                [("rvm/nuts", "psis", s), ("rvm/evidence", "subsample", np.nan),
+                 ("rvm/advi", "reloo", 0)])]
+    t = pd.DataFrame(rows)
+    text = loo_agreement(t, "d", "regression")
+    assert "PSIS unreliable where Pareto k is high (Vehtari et al. 2024): `rvm/nuts` (1 of " \
+        "400 training points)." in text
+    assert "0%" not in text and "`rvm/advi` (" not in text  # reloo refitted its points
+    est = loo_table(t, "d").set_index("method")["estimator"]
+    assert est["`rvm/nuts`"] == "psis (Pareto k high at 1 of 400 training points)"
+    assert est["`rvm/advi`"] == "reloo"
+
+
+def test_warnings_are_shortened_towhole_sentences_and_grouped():
+    """A warnings cell stopped at "Run more draws or ": whole sentences only, the same
+    warnings of a method on a data set in one row with its splits."""
+    from sparsebayes.inference.study.report import warnings_table, whole_sentences
+
+    nuts = ("SamplingWarning: NUTS diagnostics look bad: max R-hat 1.013 > 1.01 (chains "
+            "disagree); min bulk ESS 150 < 400; min tail ESS 180 < 400; 3 divergent "
+            "transitions (the sampler missed regions of high curvature; try "
+            "target_accept=0.95 or more). Run more draws or chains before trusting the "
+            "posterior.")
+    other = "NumericalWarning: alpha reached its floor. Some classes may be separable."
+    assert whole_sentences(nuts) == nuts  # 255 characters: whole
+    short = whole_sentences(nuts, 100)
+    assert short.endswith("or more). [more in results.csv]")
+    assert "Run more" not in short
+    warn = pd.DataFrame({"dataset": "sinc", "method": "rvm/nuts", "split": [2, 0, 1],
+                         "warnings": [nuts + " | " + other, nuts + " | " + other, other]})
+    wt = warnings_table(warn)
+    assert wt["splits"].tolist() == ["0, 2", "1"]
+    for text in wt["warnings"]:
+        assert text.endswith(("posterior.", "separable.", "[more in results.csv]")), text
+    assert whole_sentences(np.nan) == ""
+    assert whole_sentences("LinAlgError: not\npositive definite.") == \
+        "LinAlgError: not positive definite."  # one line in a table cell
+
+
+def test_cli_names_both_report_files(report, capsys):
+    assert main(["report", str(report.parent)]) == 0
+    said = capsys.readouterr().out
+    assert f"{report}" in said and f"{report.parent / 'report.html'}" in said
