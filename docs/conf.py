@@ -1,11 +1,12 @@
 """Sphinx configuration of the sparsebayes documentation (``make docs``).
 
-Offline: no intersphinx, no remote images or fonts. Three kinds of page are generated at
-build time into git-ignored folders, so they never go stale:
+Offline: no intersphinx, no remote images or fonts, MathJax served from the site
+(sphinx-mathjax-offline copies it into ``_static/mathjax``). Three kinds of page are
+generated at build time into git-ignored folders, so they never go stale:
 
-* ``api/generated/``: one page per module of ``sparsebayes.models`` and
-  ``sparsebayes.inference`` (autodoc + autosummary), each public name (the module's
-  ``__all__``) documented once, in the module that defines it;
+* ``api/generated/``: the API reference by topic (``API_TOPICS``), the public names only
+  (the ``__all__`` of ``sparsebayes.models``, ``sparsebayes.inference`` and
+  ``sparsebayes.inference.study``), one page per name (autodoc + numpydoc);
 * ``examples/*.ipynb``: the jupytext percent scripts ``notebooks/NN_name.py``, executed by
   myst-nb at small size (``SPARSEBAYES_SMALL=1``, as ``tests/test_notebooks.py`` runs them);
 * ``benchmarks/results/*.md``: one page per ``benchmarks/results/*.md`` table.
@@ -34,6 +35,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # MathJax 3 copied into _static/mathjax: no CDN, works offline
     "sphinx.ext.viewcode",
     "sphinx_design",
 ]
@@ -51,7 +53,6 @@ html_theme_options = {
     "footer_end": [],
 }
 html_sidebars = {"index": []}
-# MathJax is loaded by the browser when a page is read (it is not fetched at build time)
 
 # --- MyST and myst-nb ---------------------------------------------------------------------
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
@@ -72,107 +73,266 @@ os.environ.pop("MPLBACKEND", None)  # the kernel shows figures inline
 autodoc_default_options = {"member-order": "bysource"}
 autodoc_typehints = "signature"
 autodoc_preserve_defaults = True
-autosummary_generate = False  # the pages are written below, one per module
+autosummary_generate = False  # the pages are written below, one per public name
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
-numpydoc_validation_checks: set[str] = set()
+# numpydoc reads "name : text" as a parameter's *type*: a description written on the name's
+# line renders as one long type with no description. PR07 (a parameter with no
+# description) fails the build on that.
+numpydoc_validation_checks = {"PR07"}
 numpydoc_xref_param_type = False
 
-PACKAGES = ("sparsebayes.models", "sparsebayes.inference")
+# The API reference: the public names only, i.e. the ``__all__`` of these packages, grouped
+# by topic. Every name of an ``__all__`` must be in exactly one topic (the build stops
+# otherwise); each is documented once, under its public name (``sparsebayes.inference.fit``,
+# not the module that defines it), on a page of its own; modules listed (``datasets``) get
+# one page with their own ``__all__``. (name, title, package, intro, [(section, names)]).
+PUBLIC_PACKAGES = ("sparsebayes.models", "sparsebayes.inference",
+                   "sparsebayes.inference.study", "sparsebayes.inference.sklearn")
+API_TOPICS = [
+    ("models", "Models", "sparsebayes.models",
+     "What is believed: a problem states the data, the basis and the prior; any method of "
+     ":func:`~sparsebayes.inference.fit` computes its posterior.", [
+         ("Problems", ["RVMRegression", "RVMClassification", "RVMPoissonRegression",
+                       "GPRegression", "GPClassification"]),
+         ("Kernels and bases", ["GaussianKernel", "LinearKernel", "PolynomialKernel",
+                                "LinearSplineKernel", "LogBasis", "CallableKernel", "Kernel",
+                                "as_kernel", "Basis"]),
+         ("Priors and the PyMC building block", ["GammaPrior", "RVMLatent"]),
+         ("Data sets", ["datasets"]),
+         ("Warnings", ["SparseBayesWarning", "ConvergenceWarning", "NumericalWarning",
+                       "SamplingWarning"]),
+     ]),
+    ("fitting", "Fitting", "sparsebayes.inference",
+     "A posterior of a problem by any method, in one ArviZ ``DataTree`` layout.", [
+         ("", ["fit", "FIT_METHODS", "pymc_trace"]),
+     ]),
+    ("predictive", "Predictive distributions", "sparsebayes.inference",
+     "Predictions at new inputs from a fitted posterior, and the ArviZ groups of replicated "
+     "data.", [
+         ("", ["predict", "PREDICT_KINDS", "Predictive", "MixturePredictive"]),
+         ("ArviZ groups", ["add_predictions", "add_posterior_predictive",
+                           "add_prior_predictive"]),
+     ]),
+    ("loo", "Leave-one-out and comparison", "sparsebayes.inference",
+     "Leave-one-out predictive accuracy of fitted results, and comparisons of methods.", [
+         ("", ["loo", "loo_compare", "compare_posteriors"]),
+     ]),
+    ("studies", "Comparison studies", "sparsebayes.inference.study", "", [
+        ("Running a study", ["run_study", "StudyConfig", "DEFAULT_STUDY", "SMALL_STUDY"]),
+        ("Data", ["parse_data", "user_data", "load_split", "DataSpec", "Split", "REGRESSION",
+                  "CLASSIFICATION"]),
+        ("Methods", ["parse_methods", "MethodSpec", "FAMILIES"]),
+        ("Cells and the results table", ["Cell", "run_cell", "load_table", "StudyExistsError",
+                                         "TABLE", "MANIFEST", "TIMING_COLUMNS"]),
+    ]),
+    ("sklearn", "scikit-learn estimators", "sparsebayes.inference.sklearn",
+     "Import them from ``sparsebayes.inference``: ``from sparsebayes.inference import RVR, "
+     "RVC``.", [
+         ("", ["RVR", "RVC"]),
+     ]),
+]
 
 
-def _modules() -> list[str]:
-    """Every public module of the two packages, packages first."""
-    names = []
-    for pkg_name in PACKAGES:
-        pkg = importlib.import_module(pkg_name)
-        names.append(pkg_name)
-        for info in pkgutil.walk_packages(pkg.__path__, pkg_name + "."):
-            if not any(part.startswith("_") for part in info.name.split(".")):
-                names.append(info.name)
-    return names
-
-
-def _public(module) -> list[str]:
-    names = getattr(module, "__all__", None)
-    if names is None:
-        names = [n for n, v in vars(module).items() if not n.startswith("_")
-                 and getattr(v, "__module__", None) == module.__name__]
-    return list(names)
-
-
-def _home(module, name: str) -> tuple[str, str]:
-    """(kind, full name where it is documented) of ``module.name``: a name imported from
-    another module of the package is a link to where that module documents it."""
-    obj = getattr(module, name)
-    if inspect.ismodule(obj):
-        return "module", obj.__name__
+def _defined_in(obj, name: str, candidates) -> str:
+    """Full internal name of a public object: ``module.qualname`` for classes and functions,
+    else the module whose source assigns ``name`` at top level."""
     if inspect.isclass(obj) or inspect.isfunction(obj) or hasattr(obj, "py_func"):
-        home = obj.__module__  # (py_func: a numba-compiled function)
-        if home != module.__name__ and home.startswith("sparsebayes."):
-            return "link", f"{home}.{obj.__qualname__}"
-        kind = ("exception" if inspect.isclass(obj) and issubclass(obj, BaseException) else
-                "class" if inspect.isclass(obj) else "function")
-        return kind, f"{module.__name__}.{name}"
-    # a constant: defined here if the module's source assigns it at top level
-    assigned = rf"^(?:\w+\s*,\s*)*{name}\b[^=\n]*="
-    if not re.search(assigned, inspect.getsource(module), re.M):
-        for other in _MODULE_OBJECTS:
-            if other is not module and vars(other).get(name) is obj and re.search(
-                    assigned, inspect.getsource(other), re.M):
-                return "link", f"{other.__name__}.{name}"
-    return "data", f"{module.__name__}.{name}"
+        return f"{obj.__module__}.{obj.__qualname__}"
+    assigned = re.compile(rf"^(?:\w+\s*,\s*)*{name}\b[^=\n]*=", re.M)
+    for module in candidates:
+        if vars(module).get(name) is obj and assigned.search(inspect.getsource(module)):
+            return f"{module.__name__}.{name}"
+    raise RuntimeError(f"cannot find where {name} is defined")
 
 
-_MODULE_OBJECTS: list = []
+def _constant_doc(internal: str) -> list[str]:
+    """The ``#:`` comment above a module-level constant."""
+    from sphinx.pycode import ModuleAnalyzer
+
+    module, _, name = internal.rpartition(".")
+    lines = ModuleAnalyzer.for_module(module).find_attr_docs().get(("", name))
+    if not lines:
+        raise RuntimeError(f"{internal} is public but has no '#:' comment to document it")
+    return [line for line in lines if line.strip()]
+
+
+def _is_constant(obj) -> bool:
+    return not (inspect.isclass(obj) or inspect.isfunction(obj) or inspect.ismodule(obj)
+                or hasattr(obj, "py_func"))
+
+
+# internal full name -> public full name, for cross-references written to internal names
+_PUBLIC_NAME: dict[str, str] = {}
+
+
+def _public_bases(cls) -> list:
+    """The bases to show: each internal (non-public) sparsebayes base replaced by its own
+    bases, recursively; ``object`` dropped."""
+    out = []
+    for base in cls.__bases__:
+        if base is object:
+            continue
+        internal = f"{base.__module__}.{base.__qualname__}"
+        if base.__module__.startswith("sparsebayes.") and internal not in _PUBLIC_NAME:
+            out += [b for b in _public_bases(base) if b not in out]
+        elif base not in out:
+            out.append(base)
+    return out
+
+
+def _process_bases(app, name, obj, options, bases) -> None:
+    bases[:] = _public_bases(obj)
+
+
+def _object_page(public: str, obj) -> list[str]:
+    module, _, name = public.rpartition(".")  # titled by its name, as in the sidebar
+    lines = [name, "=" * len(name), "", f".. currentmodule:: {module}", ""]
+    if inspect.isclass(obj):
+        directive = "autoexception" if issubclass(obj, BaseException) else "autoclass"
+        lines += [f".. {directive}:: {name}", "    :members:"]
+        foreign = [b.__name__ for b in obj.__mro__[1:]
+                   if not b.__module__.startswith("sparsebayes.")]
+        if len(foreign) < len(obj.__mro__) - 1:  # some sparsebayes bases: their members too
+            lines.append(f"    :inherited-members: {', '.join(foreign)}")
+        if _public_bases(obj):
+            lines.append("    :show-inheritance:")
+    else:
+        lines.append(f".. autofunction:: {name}")
+    return lines + [""]
+
+
+def _constant_block(name: str, obj, internal: str) -> list[str]:
+    value = repr(obj)
+    lines = [f".. py:data:: {name}"]
+    if len(value) <= 120 and "<" not in value:
+        lines.append(f"    :value: {value}")
+    lines += ["", *(f"    {line}" for line in _constant_doc(internal)), ""]
+    return lines
+
+
+def _section(title: str, char: str) -> list[str]:
+    return [title, char * len(title), ""] if title else []
 
 
 def _write_api(app) -> None:
     out = HERE / "api" / "generated"
     out.mkdir(parents=True, exist_ok=True)
-    modules = _modules()
-    _MODULE_OBJECTS[:] = [importlib.import_module(m) for m in modules]
-    for mod_name, module in zip(modules, _MODULE_OBJECTS, strict=True):
-        title = f"``{mod_name}``"
-        lines = [title, "=" * len(title), "", f".. automodule:: {mod_name}", "    :no-members:",
-                 "", f".. currentmodule:: {mod_name}", ""]
-        documented, linked = [], []
-        for name in _public(module):
-            kind, target = _home(module, name)
-            (documented if kind not in ("link", "module") else linked).append(
-                (name, kind, target))
-        submodules = [m for m in modules if m.rpartition(".")[0] == mod_name]
-        if documented:
-            lines += [".. autosummary::", "    :nosignatures:", ""]
-            lines += [f"    {name}" for name, _, _ in documented] + [""]
-        if linked:
-            lines += ["Imported here from elsewhere:", ""]
-            for name, kind, target in linked:
-                role = "mod" if kind == "module" else "obj"
-                lines.append(f"* :py:{role}:`{name} <{target}>`")
-            lines.append("")
-        if submodules:
-            lines += [".. rubric:: Modules", ""]
-            lines += [f"* :py:mod:`{m}`" for m in submodules] + [""]
-        for name, kind, _ in documented:
-            directive = {"class": "autoclass", "exception": "autoexception",
-                         "function": "autofunction", "data": "autodata"}[kind]
-            lines.append(f".. {directive}:: {name}")
-            if kind in ("class", "exception"):
-                lines += ["    :members:", "    :show-inheritance:"]
-            if kind == "data":
-                lines.append("    :no-value:")
-            lines.append("")
-        text = "\n".join(lines)
-        path = out / f"{mod_name}.rst"
+    packages = {p: importlib.import_module(p) for p in PUBLIC_PACKAGES}
+    modules = [importlib.import_module(info.name) for p in ("sparsebayes.models",
+               "sparsebayes.inference") for info in pkgutil.walk_packages(
+               packages[p].__path__, p + ".")]
+    # every public name, keyed by where it is defined, with the public name it is shown as
+    home: dict[str, str] = {}
+    for pkg_name, pkg in packages.items():
+        for name in pkg.__all__:
+            internal = _defined_in(getattr(pkg, name), name, modules) \
+                if not inspect.ismodule(getattr(pkg, name)) else getattr(pkg, name).__name__
+            home.setdefault(internal, f"{pkg_name}.{name}")
+    datasets = packages["sparsebayes.models"].datasets
+    for name in datasets.__all__:  # the data sets module's names, documented on its page
+        internal = _defined_in(getattr(datasets, name), name, modules)
+        home[internal] = f"sparsebayes.models.datasets.{name}"
+    _PUBLIC_NAME.clear()
+    _PUBLIC_NAME.update(home)
+    def internal_name(pkg_name: str, name: str) -> str:
+        obj = getattr(packages[pkg_name], name)
+        return obj.__name__ if inspect.ismodule(obj) else _defined_in(obj, name, modules)
+
+    placed = {}
+    for _, _, pkg_name, _, sections in API_TOPICS:
+        for _, names in sections:
+            for name in names:
+                if name not in packages[pkg_name].__all__:
+                    raise RuntimeError(f"docs/conf.py API_TOPICS lists {pkg_name}.{name}, "
+                                       "which is not in that package's __all__")
+                placed[internal_name(pkg_name, name)] = f"{pkg_name}.{name}"
+    for pkg_name in PUBLIC_PACKAGES:
+        for name in packages[pkg_name].__all__:
+            if internal_name(pkg_name, name) not in placed:
+                raise RuntimeError(f"{pkg_name}.{name} is public (__all__) but no topic of "
+                                   "API_TOPICS in docs/conf.py lists it: add it to one")
+
+    pages: dict[str, str] = {}
+    described = set()  # a package's docstring (and its module target) on its first page only
+    for page, title, pkg_name, intro, sections in API_TOPICS:
+        pkg = packages[pkg_name]
+        shown = pkg_name if page != "sklearn" else "sparsebayes.inference"
+        lines = _section(title, "=")
+        if pkg_name not in described:
+            described.add(pkg_name)
+            lines += [f".. automodule:: {pkg_name}", "    :no-members:", ""]
+        if intro:
+            lines += [intro, ""]
+        lines += [f".. currentmodule:: {shown}", ""]
+        for section, names in sections:
+            lines += _section(section, "-")
+            objects, constants, toc = [], [], []
+            for name in names:
+                obj = getattr(pkg, name)
+                internal = internal_name(pkg_name, name)
+                public = home[internal]
+                if _is_constant(obj):
+                    constants.append((name, obj, internal, public))
+                    continue
+                objects.append(name if public == f"{shown}.{name}" else f"~{public}")
+                if public == f"{shown}.{name}":
+                    toc.append(public)
+                    pages[public] = "\n".join(_module_page(public, obj, home, modules)
+                                              if inspect.ismodule(obj)
+                                              else _object_page(public, obj))
+            if objects:
+                lines += [".. autosummary::", "    :nosignatures:", ""]
+                lines += [f"    {o}" for o in objects] + [""]
+            if toc:
+                lines += [".. toctree::", "    :hidden:", ""] + [f"    {p}" for p in toc]
+                lines.append("")
+            for name, obj, internal, public in constants:
+                if public == f"{shown}.{name}":
+                    lines += _constant_block(name, obj, internal)
+                else:
+                    lines += [f"``{name}``: :py:data:`{public}`", ""]
+        pages[page] = "\n".join(lines)
+    for stale in set(out.glob("*.rst")) - {out / f"{p}.rst" for p in pages}:
+        stale.unlink()
+    for page, text in pages.items():
+        path = out / f"{page}.rst"
         if not path.exists() or path.read_text() != text:  # unchanged pages stay cached
             path.write_text(text)
-    index = ["API reference: every module", "===========================", "",
-             ".. toctree::", "    :maxdepth: 1", ""] + [f"    {m}" for m in modules]
-    text = "\n".join(index) + "\n"
-    path = out / "modules.rst"
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
+
+
+def _module_page(public: str, module, home, modules) -> list[str]:
+    """A public module (``sparsebayes.models.datasets``): its docstring, then its
+    ``__all__`` on the same page."""
+    lines = [*_section(public, "="), f".. automodule:: {public}", "    :no-members:", "",
+             f".. currentmodule:: {public}", ""]
+    names = [n for n in module.__all__ if not _is_constant(getattr(module, n))]
+    lines += [".. autosummary::", "    :nosignatures:", ""] + [f"    {n}" for n in names]
+    lines.append("")
+    for name in names:
+        lines += _object_page(f"{public}.{name}", getattr(module, name))[5:]
+    lines += _section("Constants", "-")
+    for name in module.__all__:
+        obj = getattr(module, name)
+        if _is_constant(obj):
+            lines += _constant_block(name, obj, _defined_in(obj, name, modules))
+    return lines
+
+
+def _resolve_internal(app, env, node, contnode):
+    """A reference written to where a public name is defined (``sparsebayes.inference.api.
+    fit``, or relatively ``.api.fit``) links to its public page."""
+    if node.get("refdomain") != "py":
+        return None
+    target = node["reftarget"].lstrip("~.")
+    public = _PUBLIC_NAME.get(target)
+    if public is None:
+        found = {v for k, v in _PUBLIC_NAME.items() if k.endswith("." + target)}
+        if len(found) != 1:
+            return None
+        public = found.pop()
+    return env.domains.python_domain.resolve_xref(
+        env, node["refdoc"], app.builder, node["reftype"], public, node, contnode)
 
 
 # --- examples and benchmark tables --------------------------------------------------------
@@ -232,3 +392,5 @@ def setup(app):
     app.connect("builder-inited", _write_examples, priority=100)
     app.connect("builder-inited", _write_benchmarks, priority=100)
     app.connect("autodoc-skip-member", _skip_member)
+    app.connect("autodoc-process-bases", _process_bases)
+    app.connect("missing-reference", _resolve_internal)

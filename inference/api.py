@@ -30,10 +30,12 @@ __all__ = ["fit", "predict", "fit_options", "check_fit_options", "FIT_METHODS",
            "OPTION_CHECKS", "PREDICT_KINDS"]
 
 # views of the registered families (sparsebayes.inference.families):
-# problem kind -> method -> fn(problem, *, seed, **options)
+#: The fit methods: problem kind (``"regression"``, ``"classification"``, ``"poisson"``,
+#: ``"gp"``, ``"gp_classification"``) -> method name -> ``fn(problem, *, seed, **options)``.
 FIT_METHODS: dict[str, dict[str, Callable]] = {
     f.kind: f.fit_methods for f in families.REGISTERED}  # the same dicts
-# problem kind -> predictive kind -> fn(post, X_new, **options)
+#: The predictive kinds of :func:`predict`: problem kind -> kind (``"rvm"``, ``"rvm*"``,
+#: ``"samples"``, ``"moderated"``, ...) -> ``fn(post, X_new, **options)``.
 PREDICT_KINDS: dict[str, dict[str, Callable]] = {
     f.kind: f.predict_kinds for f in families.REGISTERED}
 
@@ -141,22 +143,36 @@ def check_fit_options(kind: str, method: str, options: dict[str, Any],
 def fit(problem, method: str = "evidence", *, seed: int | None = None,
         posterior_predictive: bool = False, prior_predictive: bool = False,
         **options: Any) -> xr.DataTree:
-    """Posterior of ``problem`` by ``method``, as an ArviZ ``DataTree`` (one layout for every
-    method, :mod:`~.results`).
+    """Posterior of ``problem`` by ``method``, as an ArviZ ``DataTree``.
+
+    Every method returns the same layout (:mod:`~.results`), so predictions, leave-one-out
+    and comparisons work on any of them.
 
     Parameters
     ----------
-    problem : RVMRegression, RVMClassification, RVMPoissonRegression, GPRegression or
-        GPClassification (the registered families).
-    method : one of the family's fit methods: "evidence" (Tipping & Faul 2003 fast type-II
-        ML), "evidence-mackay" (T01 eqs. 16-18), "vrvm", "advi", "fullrank_advi", "nuts".
-    seed : seed of every random draw (posterior draws of ``w``, samplers).
-    posterior_predictive : add a ``posterior_predictive`` group (a replicate of the training
-        targets per posterior draw; :func:`~.groups.add_posterior_predictive`).
-    prior_predictive : add ``prior`` and ``prior_predictive`` groups (draws of the result's
-        hyperprior, attrs ``prior``, and replicates of the targets from them;
-        :func:`~.groups.add_prior_predictive`). The hyperprior must be proper.
-    **options : passed to the method (e.g. ``max_iter``, ``draws``, ``chains``).
+    problem : RVMRegression, RVMClassification, RVMPoissonRegression, GPRegression, ...
+        The problem to fit: one of the registered families' (also ``GPClassification``).
+    method : str, default "evidence"
+        One of the family's fit methods (:data:`FIT_METHODS`): ``"evidence"`` (Tipping &
+        Faul 2003's fast type-II ML), ``"evidence-mackay"`` (T01 eqs. 16-18), ``"vrvm"``,
+        ``"advi"``, ``"fullrank_advi"`` or ``"nuts"``.
+    seed : int, optional
+        Seed of every random draw (posterior draws of ``w``, samplers).
+    posterior_predictive : bool, default False
+        Add a ``posterior_predictive`` group: a replicate of the training targets per
+        posterior draw (:func:`~.groups.add_posterior_predictive`).
+    prior_predictive : bool, default False
+        Add ``prior`` and ``prior_predictive`` groups: draws of the result's hyperprior
+        (attrs ``prior``) and replicates of the targets from them
+        (:func:`~.groups.add_prior_predictive`). The hyperprior must be proper.
+    **options
+        Passed to the method (e.g. ``max_iter``, ``draws``, ``chains``).
+
+    Returns
+    -------
+    xarray.DataTree
+        The posterior, with attrs ``method``, ``seed``, ``wall_time``, ``converged`` and
+        ``default_predict_kind``.
     """
     if isinstance(problem, str | xr.DataTree):
         raise TypeError(f"problem must be a problem record, got {type(problem).__name__}")
@@ -199,10 +215,27 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
 def predict(post: xr.DataTree, X_new, kind: str | None = None, **options: Any):
     """Predictive distribution at ``X_new`` from a fitted posterior.
 
-    ``kind``: "rvm" (T01 eqs. 21-22), "rvm*" (RQ05 eqs. 6-7),
-    "gp", or "samples" (mixture over posterior draws); ``None`` picks the natural one for the
-    posterior. Returns a :class:`~sparsebayes.inference.predictive.Predictive` (regression:
-    ``mean``, ``var``, ``logpdf(y)``, ``interval(p)``) or a class predictive (``proba``).
+    Parameters
+    ----------
+    post : xarray.DataTree
+        A result of :func:`fit`.
+    X_new : array of shape (n, d)
+        The inputs to predict at.
+    kind : str, optional
+        The predictive (:data:`PREDICT_KINDS`): for regression ``"rvm"`` (T01 eqs. 21-22),
+        ``"rvm*"`` (RQ05 eqs. 6-7) or ``"samples"`` (the mixture over posterior draws); for
+        classification ``"moderated"``, ``"plugin"`` or ``"samples"``; ``"gp"`` for GP
+        regression. ``None`` picks the natural one for the posterior.
+    **options
+        Passed to the predictive.
+
+    Returns
+    -------
+    Predictive, MixturePredictive, ClassPredictive or CountPredictive
+        Regression: a :class:`Predictive` (``mean``, ``var``, ``logpdf(y)``,
+        ``interval(p)``) or, for ``"samples"``, a :class:`MixturePredictive`;
+        classification: class probabilities ``proba``; counts: the predictive of the
+        counts.
     """
     if not isinstance(post, xr.DataTree) or "problem_kind" not in post.attrs:
         raise TypeError("post must be a DataTree returned by sparsebayes.inference.fit")

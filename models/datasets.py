@@ -45,11 +45,16 @@ __all__ = [
     "poisson_sine",
 ]
 
+#: The tasks a data set is for (``DataInfo.task``): real targets, class labels, event
+#: counts.
 REGRESSION, CLASSIFICATION, COUNTS = "regression", "classification", "counts"
+#: The three tasks.
 TASKS = (REGRESSION, CLASSIFICATION, COUNTS)  # real targets, class labels, event counts
 
+#: The IDA benchmark sets of Rätsch et al. (``load_ida``), each read from ``NAME.npz``.
 IDA_SETS = ("banana", "breast_cancer", "german", "heart", "image", "ringnorm", "titanic",
             "waveform")
+#: Data set -> the files it reads from the data folder (:func:`data_dir`).
 FILES = {
     "ripley": ("ripley_train.csv", "ripley_test.csv"),
     "boston": ("boston.csv",),
@@ -189,6 +194,7 @@ def poisson_sine(n: int, seed: int | None = None, x_range: tuple[float, float] =
     return x[:, None], rng.poisson(poisson_sine_rate(x))
 
 
+#: Name -> function drawing a synthetic data set (no files needed).
 GENERATORS = {"sinc": sinc, "sinc2d": sinc2d, "friedman": friedman,
               "ripley_mixture": ripley_mixture, "poisson_sine": poisson_sine}
 
@@ -477,6 +483,8 @@ def _split_ida(name: str) -> Callable[..., Split]:
     return load
 
 
+#: Every named data set (generated, bundled with scikit-learn, or read from files) -> its
+#: :class:`DataInfo`; the data specs of studies name these.
 DATASETS: dict[str, DataInfo] = {}
 
 

@@ -85,15 +85,24 @@ class GPRegressionRecord:
 class GPRegression(GPRegressionRecord):
     """GP regression with an SE-ARD covariance (see the module docstring).
 
-    Parameters
-    ----------
-    X, t : inputs (n, d) and real targets (n,); the GP has zero mean, so centre ``t``.
-    length_scale : ``None`` to learn one length-scale per input; a scalar or (d,) values
-        to hold them fixed.
-    signal_sd, noise_sd : ``None`` to learn; a number > 0 to hold fixed.
-
     ``fit(GPRegression(X, t), method="evidence")`` maximises the log marginal likelihood
     (type-II ML); ``method="nuts"`` samples the hyperparameters of :func:`gp_model`.
+
+    Parameters
+    ----------
+    X : array of shape (n, d)
+        Inputs.
+    t : array of shape (n,)
+        Real targets; the GP has zero mean, so centre ``t``.
+    length_scale : float or array of shape (d,), optional
+        ``None`` to learn one length-scale per input; a scalar or (d,) values to hold them
+        fixed.
+    signal_sd, noise_sd : float, optional
+        ``None`` to learn; a number > 0 to hold fixed.
+
+    See Also
+    --------
+    RVMRegression, GPClassification
     """
 
     def __init__(self, X, t, length_scale=None, signal_sd: float | None = None,
@@ -140,14 +149,24 @@ class GPClassification(GPClassificationRecord):
     length scales and signal sd for every class, so there are D + 1 hyperparameters as in
     the binary case).
 
-    Parameters
-    ----------
-    X, y : inputs (n, d) and class labels (n,), two or more classes.
-    length_scale, signal_sd : ``None`` to learn by type-II ML; numbers > 0 to hold fixed.
-
     ``fit(GPClassification(X, y), "evidence")``: the Laplace approximation (GPML Algorithm
     3.1; 3.3 for K > 2) with its log marginal likelihood maximised over the hyperparameters
     (Algorithm 5.1; its softmax form for K > 2). ``"nuts"`` is binary only.
+
+    Parameters
+    ----------
+    X : array of shape (n, d)
+        Inputs.
+    y : array of shape (n,)
+        Class labels, two or more classes.
+    length_scale : float or array of shape (d,), optional
+        ``None`` to learn by type-II ML; numbers > 0 to hold fixed.
+    signal_sd : float, optional
+        ``None`` to learn by type-II ML; a number > 0 to hold fixed.
+
+    See Also
+    --------
+    RVMClassification, GPRegression
     """
 
     def __init__(self, X, y, length_scale=None, signal_sd: float | None = None) -> None:

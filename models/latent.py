@@ -37,14 +37,20 @@ class RVMLatent:
 
     Parameters
     ----------
-    kernel : a :class:`Kernel`, a kernel name or a callable ``k(X, C)``.
-    centres : ``None`` (a kernel at every input given to :meth:`prior`, the classic RVM),
-        an int ``M`` (``M`` k-means centres of those inputs, deterministic) or an (M, d) array.
-    prior : a proper :class:`GammaPrior` (``a``, ``b`` > 0; ``c``, ``d`` unused) or ``None``:
+    kernel : Kernel, str or callable
+        A :class:`Kernel`, a kernel name or a callable ``k(X, C)``.
+    centres : int or array of shape (M, d), optional
+        ``None`` (a kernel at every input given to :meth:`prior`, the classic RVM), an int
+        ``M`` (``M`` k-means centres of those inputs, deterministic) or an (M, d) array.
+    prior : GammaPrior, optional
+        A proper :class:`GammaPrior` (``a``, ``b`` > 0; ``c``, ``d`` unused), or ``None``:
         ``a = 2``, ``b = 2 / mean(Phi^2)``, each weight Student-t with 4 dof at the scale of
         a latent function of unit size (:func:`~sparsebayes.models.priors.unit_scale_prior`).
         Scale the function inside your model (``f * sigma_f``) if it is not of unit size.
-    bias, extra_columns : as for :class:`RVMRegression`.
+    bias : bool, default True
+        Add a bias column, as for :class:`RVMRegression`.
+    extra_columns : sequence of str, default ()
+        Extra non-kernel columns, as for :class:`RVMRegression`.
     """
 
     def __init__(self, kernel=None, *, centres=None, prior: GammaPrior | None = None,

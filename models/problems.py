@@ -210,21 +210,36 @@ class RVMRegression(RVMRegressionRecord):
 
     Parameters
     ----------
-    X, t : inputs (n, d) and real targets (n,).
-    kernel : a :class:`Kernel`, a kernel name, or a callable ``k(X, C)``; centres are the
-        training inputs.
-    bias : add a bias column (label ``"bias"``).
-    extra_columns : ``("linear",)``, ``("quadratic",)`` or both: extra non-kernel columns.
-    noise_sd : ``None`` to estimate the noise; a number to keep it fixed.
-    prior : :class:`GammaPrior` on ``alpha`` and ``beta``; ``None`` is the method's default
-        (Tipping's flat prior for evidence/VRVM, a proper one for sampling);
-        ``"weakly_informative"`` or ``"default"``: that named prior for this data
-        (:mod:`sparsebayes.models.priors`), used by every method.
-    learn_width : maximise the evidence over the Gaussian width(s) too (§4.3, App. C).
-    centres : the basis dictionary: ``None`` (a kernel at every training input, the classic
+    X : array of shape (n, d)
+        Inputs.
+    t : array of shape (n,)
+        Real targets.
+    kernel : Kernel, str or callable, default "gaussian"
+        A :class:`Kernel`, a kernel name, or a callable ``k(X, C)``; centred on the training
+        inputs (or on ``centres``).
+    bias : bool, default True
+        Add a bias column (label ``"bias"``).
+    extra_columns : sequence of str, default ()
+        ``("linear",)``, ``("quadratic",)`` or both: extra non-kernel columns.
+    noise_sd : float, optional
+        ``None`` to estimate the noise; a number to keep it fixed.
+    prior : GammaPrior, str or None, default None
+        Hyperprior on ``alpha`` (and ``beta``); ``None`` is the method's default (Tipping's
+        flat prior for evidence/VRVM, a proper one for sampling); ``"weakly_informative"``
+        or ``"default"``: that named prior for this data (:mod:`sparsebayes.models.priors`),
+        used by every method.
+    learn_width : bool, default False
+        Maximise the evidence over the Gaussian width(s) too (§4.3, App. C).
+    centres : int or array of shape (M, d), optional
+        The basis dictionary: ``None`` (a kernel at every training input, the classic
         RVM), an int ``M`` (``M`` k-means centres, deterministic), or an (M, d) array. With
         a dictionary every method costs O(M^3) per step, not O(N^3); X and t may then be
         Dask arrays (the statistics are a map-reduce over their row chunks).
+
+    See Also
+    --------
+    RVMClassification, RVMPoissonRegression, GPRegression
+    sparsebayes.inference.fit : Its posterior by any method.
     """
 
     def __init__(self, X, t, kernel: Kernel | str | Callable = "gaussian", bias: bool = True,
@@ -286,9 +301,39 @@ class RVMClassificationRecord(RVMBasis):
 
 class RVMClassification(RVMClassificationRecord):
     """Sparse Bayesian classification with a Bernoulli-logit (2 classes, T01 eq. 23) or softmax
-    (K classes, T01 eq. 28) likelihood. ``y`` may hold any labels; ``classes`` are its sorted
-    unique values and ``t`` the integer codes 0..K-1. The other parameters are
-    :class:`RVMRegression`'s."""
+    (K classes, T01 eq. 28) likelihood.
+
+    Parameters
+    ----------
+    X : array of shape (n, d)
+        Inputs (NumPy; for Dask arrays use a dictionary and ``X.compute()``).
+    y : array of shape (n,)
+        Class labels, of any type; ``classes`` are its sorted unique values and ``t`` the
+        integer codes 0..K-1.
+    kernel : Kernel, str or callable, default "gaussian"
+        A :class:`Kernel`, a kernel name, or a callable ``k(X, C)``; centred on the training
+        inputs (or on ``centres``).
+    bias : bool, default True
+        Add a bias column (label ``"bias"``).
+    extra_columns : sequence of str, default ()
+        ``("linear",)``, ``("quadratic",)`` or both: extra non-kernel columns.
+    prior : GammaPrior, str or None, default None
+        Hyperprior on ``alpha`` (and ``beta``); ``None`` is the method's default (Tipping's
+        flat prior for evidence/VRVM, a proper one for sampling); ``"weakly_informative"``
+        or ``"default"``: that named prior for this data (:mod:`sparsebayes.models.priors`),
+        used by every method.
+    learn_width : bool, default False
+        Maximise the evidence over the Gaussian width(s) too (§4.3, App. C).
+    centres : int or array of shape (M, d), optional
+        The basis dictionary: ``None`` (a kernel at every training input, the classic
+        RVM), an int ``M`` (``M`` k-means centres, deterministic), or an (M, d) array
+        (cost O(M^3) per step instead of O(N^3)).
+
+    See Also
+    --------
+    RVMRegression, GPClassification
+    sparsebayes.inference.RVC : The scikit-learn classifier.
+    """
 
     def __init__(self, X, y, kernel: Kernel | str | Callable = "gaussian", bias: bool = True,
                  extra_columns: Sequence[str] = (), prior: GammaPrior | str | None = None,
@@ -383,9 +428,39 @@ class RVMPoissonRegressionRecord(RVMBasis):
 
 class RVMPoissonRegression(RVMPoissonRegressionRecord):
     """Sparse Bayesian Poisson regression for counts: ``t_n ~ Poisson(exp(f_n))``,
-    ``f = Phi w``, ``w_i ~ N(0, 1/alpha_i)`` (the RVM of Tipping 2001 §3 with a Poisson
-    likelihood and log link; PRML §7.2.3). ``counts`` are non-negative integers; ``t`` is
-    the same array. The other parameters are :class:`RVMRegression`'s (NumPy arrays only)."""
+    ``f = Phi w``, ``w_i ~ N(0, 1/alpha_i)``.
+
+    The RVM of Tipping 2001 §3 with a Poisson likelihood and log link (PRML §7.2.3).
+
+    Parameters
+    ----------
+    X : array of shape (n, d)
+        Inputs (NumPy arrays only).
+    counts : array of shape (n,)
+        Non-negative integer counts, not all zero; ``t`` is the same array.
+    kernel : Kernel, str or callable, default "gaussian"
+        A :class:`Kernel`, a kernel name, or a callable ``k(X, C)``; centred on the training
+        inputs (or on ``centres``).
+    bias : bool, default True
+        Add a bias column (label ``"bias"``).
+    extra_columns : sequence of str, default ()
+        ``("linear",)``, ``("quadratic",)`` or both: extra non-kernel columns.
+    prior : GammaPrior, str or None, default None
+        Hyperprior on ``alpha`` (and ``beta``); ``None`` is the method's default (Tipping's
+        flat prior for evidence/VRVM, a proper one for sampling); ``"weakly_informative"``
+        or ``"default"``: that named prior for this data (:mod:`sparsebayes.models.priors`),
+        used by every method.
+    learn_width : bool, default False
+        Maximise the evidence over the Gaussian width(s) too (§4.3, App. C).
+    centres : int or array of shape (M, d), optional
+        The basis dictionary: ``None`` (a kernel at every training input, the classic
+        RVM), an int ``M`` (``M`` k-means centres, deterministic), or an (M, d) array
+        (cost O(M^3) per step instead of O(N^3)).
+
+    See Also
+    --------
+    RVMRegression
+    """
 
     def __init__(self, X, counts, kernel: Kernel | str | Callable = "gaussian",
                  bias: bool = True, extra_columns: Sequence[str] = (),

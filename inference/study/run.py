@@ -104,28 +104,51 @@ def run_study(
 
     Parameters
     ----------
-    data : data specs (``"sinc,ripley_mixture"`` or a list), names in
+    data : str or list
+        Data specs (``"sinc,ripley_mixture"`` or a list), names in
         :data:`sparsebayes.models.datasets.DATASETS`; the user's files
         (``"mine.csv:target=y"``, ``:task=classification``; ``.parquet`` too); or a dict
         ``{name: (X, y) | (DataFrame, target column)}`` (see :func:`.data.user_data`).
-    methods : method specs (``"rvm/evidence,rvm*/evidence,gp/evidence,svm"``), scikit-learn
+    methods : str or list
+        Method specs (``"rvm/evidence,rvm*/evidence,gp/evidence,svm"``), scikit-learn
         estimators (``"sklearn=sklearn.ensemble.RandomForestRegressor:n_estimators=200"``)
         or, in a list, estimator objects.
-    splits : splits per data set (fewer where the data set stores fewer, or a method asks
-        for fewer with ``:splits=k``).
-    out : folder for the per-cell results, ``results.csv`` and the report inputs; ``None``
+    splits : int, default 10
+        Splits per data set (fewer where the data set stores fewer, or a method asks for
+        fewer with ``:splits=k``).
+    out : path, optional
+        Folder for the per-cell results, ``results.csv`` and the report inputs; ``None``
         keeps everything in memory. A folder holding a study is refused unless ``resume``.
-    seed : study seed; every data split and fit seed derives from it.
-    n_jobs : local worker processes (1: in this process).
-    scheduler : Dask scheduler address (``"tcp://host:8786"``) or ``distributed.Client``;
-        replaces the local processes. An unreachable address raises ``ConnectionError``
-        after ``timeout`` seconds.
-    resume : continue the study in ``out``: reuse every stored cell with the same data,
-        split, method and seed, and compute the rest.
-    retry_failed : with ``resume``, recompute the cells that failed before.
-    figure_splits : for the first ``figure_splits`` splits, keep the plot inputs and the
-        posterior (zarr) for the report.
-    blas_threads : BLAS threads per cell (1 keeps the numbers identical across executors).
+    seed : int, default 0
+        Study seed; every data split and fit seed derives from it.
+    n_jobs : int, default 1
+        Local worker processes (1: in this process).
+    scheduler : str or distributed.Client, optional
+        Dask scheduler address (``"tcp://host:8786"``) or ``distributed.Client``; replaces
+        the local processes. An unreachable address raises ``ConnectionError`` after
+        ``timeout`` seconds.
+    resume : bool, default False
+        Continue the study in ``out``: reuse every stored cell with the same data, split,
+        method and seed, and compute the rest.
+    retry_failed : bool, default False
+        With ``resume``, recompute the cells that failed before.
+    data_dir : path, optional
+        Folder of the data files (default ``$SPARSEBAYES_DATA``), for data sets read from
+        files.
+    progress : bool, default True
+        Show a progress bar.
+    figure_splits : int, default 1
+        For the first ``figure_splits`` splits, keep the plot inputs and the posterior
+        (zarr) for the report.
+    timeout : float, default 5.0
+        Seconds to wait for the Dask ``scheduler``.
+    blas_threads : int or None, default 1
+        BLAS threads per cell (1 keeps the numbers identical across executors).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per cell (data set, split, method): losses, timings, status.
     """
     cfg = config(data, methods, splits, seed)
     if not isinstance(n_jobs, int | np.integer) or n_jobs < 1:
@@ -184,6 +207,8 @@ def run_study(
 # leave-one-out is the same estimator (loo's "subsample"; NUTS: PSIS with its bad points
 # refitted), at most cells.STUDY_LOO_REFITS cold refits a cell (benchmarks/results
 # default_study.md has the times).
+#: The default study (``sparsebayes study``, ``make study``): built-in data only, every
+#: posterior on 10 splits; keyword arguments of :func:`run_study`.
 DEFAULT_STUDY: dict[str, Any] = {
     "data": ["sinc", "ripley_mixture", "diabetes:n_train=150",
              "breast_cancer_wisconsin:n_train=150"],
@@ -193,6 +218,8 @@ DEFAULT_STUDY: dict[str, Any] = {
                 "svm"],
     "splits": 10,
 }
+#: A study of a few minutes (evidence fits, RVM*, GP and SVM on 2 splits); keyword
+#: arguments of :func:`run_study`.
 SMALL_STUDY: dict[str, Any] = {
     "data": ["sinc", "ripley_mixture", "diabetes", "breast_cancer_wisconsin"],
     "methods": ["rvm/evidence", "rvm*/evidence", "gp/evidence", "svm"],

@@ -83,6 +83,8 @@ def seed_of(*parts: Any) -> int:
 # default), a view of the registered model families (sparsebayes.inference.families) plus
 # "rvm*" (the RVM regression scored by RQ05's predictive) and the scikit-learn baselines
 # "svm" and "sklearn" (.baselines).
+#: The method families of a method spec ``family/method``: family -> task -> (problem kind,
+#: predictive kind or ``None`` for the default).
 FAMILIES: dict[str, dict[str, tuple[str, str | None]]] = {}
 for _family in REGISTERED:
     FAMILIES.setdefault(_family.study_name, {})[_family.task] = (_family.kind, None)

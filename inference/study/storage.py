@@ -21,8 +21,11 @@ __all__ = ["StudyExistsError", "load_table", "load_posterior", "MANIFEST", "TABL
            "TIMING_COLUMNS"]
 
 CELL_FORMAT = 2  # 2: cells carry the leave-one-out columns (format-1 cells are recomputed)
+#: The study's settings and versions, in the output folder.
 MANIFEST = "study.json"
+#: The table of every cell, one row per cell, in the output folder (:func:`load_table`).
 TABLE = "results.csv"
+#: The columns of the table that hold timings (seconds), which vary from run to run.
 TIMING_COLUMNS = ("fit_seconds", "predict_seconds", "compile_seconds", "loo_seconds",
                   "cell_seconds")
 # the posteriors this process saved, by path, for its own report (opening a zarr store of
