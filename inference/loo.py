@@ -467,25 +467,45 @@ _CACHE: dict[int, dict] = {}  # id of a result -> its computed LOOs, dropped wit
 def loo(post: xr.DataTree, estimator: str | None = None, *, pointwise: bool = True,
         folds: int = KFOLD, refits: int = SUBSAMPLE_REFITS, target_se: float = SUBSAMPLE_SE,
         seed: int = 0, progressbar: bool | None = None):
-    """Leave-one-out ``elpd`` of a fitted result as an ArviZ ``ELPDData`` (``elpd_i`` on dim
-    ``obs``); ``az.compare`` takes a dict of them (or use :func:`loo_compare`).
+    """Leave-one-out ``elpd`` of a fitted result, as an ArviZ ``ELPDData``.
 
-    estimator : None for :func:`default_estimator`, or
-        ``"subsample"``: :func:`subsample_loo`, the method refitted from scratch on a
-        random subsample of ``refits`` points at most (fewer once the subsampling SE is at
-        most ``target_se`` nats; all points when N <= ``refits``: the exact LOO), which
-        corrects :func:`approximate_loo` on every point by the difference estimator; the
-        subsample depends on ``seed`` alone;
-        ``"reloo"`` (sampled results): PSIS, the points with Pareto k above ``good_k``
-        refitted exactly (:func:`reloo`); ``"psis"``: PSIS alone;
+    ``az.compare`` takes a dict of them (or use :func:`loo_compare`). A second call with
+    the same arguments returns the first call's result.
+
+    Parameters
+    ----------
+    post : xarray.DataTree
+        A result of :func:`~sparsebayes.inference.fit`.
+    estimator : str, optional
+        ``None`` for :func:`default_estimator`; ``"subsample"``: :func:`subsample_loo`, the
+        method refitted from scratch on a random subsample of at most ``refits`` points
+        (fewer once the subsampling SE is at most ``target_se`` nats; all points when
+        N <= ``refits``: the exact LOO), correcting :func:`approximate_loo` on every point
+        by the difference estimator; ``"reloo"`` (sampled results): PSIS, the points with
+        Pareto k above ``good_k`` refitted exactly (:func:`reloo`); ``"psis"``: PSIS alone;
         point results also ``"refit"`` (exact, warm-started refits at every point),
-        ``"kfold"`` (``folds`` warm-started refits: the elpd of a fit to ``(folds - 1) /
-        folds`` of the points) or the optimistic estimate at the fitted hyperparameters
-        (``"gaussian"``, GPML eq. 5.12; ``"cavity"``, Vehtari et al. 2016's Laplace LOO).
+        ``"kfold"`` (``folds`` warm-started refits) or the optimistic estimates at the
+        fitted hyperparameters ``"gaussian"`` (GPML eq. 5.12) and ``"cavity"`` (Vehtari et
+        al. 2016's Laplace LOO).
+    pointwise : bool, default True
+        Keep ``elpd_i`` (dim ``obs``) and the Pareto k per point.
+    folds : int, default 10
+        Folds of ``"kfold"``: the elpd of a fit to ``(folds - 1) / folds`` of the points.
+    refits : int, default 30
+        At most this many cold refits for ``"subsample"``.
+    target_se : float, default 1.0
+        ``"subsample"`` stops once its subsampling SE is at most this many nats.
+    seed : int, default 0
+        Seed of the ``"subsample"`` draw of points (the subsample depends on it alone).
+    progressbar : bool, optional
+        A bar over the refits; ``None``: on in a terminal or notebook, off under CI or
+        without a terminal (the log says what a long run expects either way).
 
-    The result's ``estimator`` says which ran, ``seconds`` how long it took, ``optimistic``
-    whether it holds anything fitted to all the points. A second call with the same
-    arguments returns the first call's result.
+    Returns
+    -------
+    ELPDData
+        With ``estimator`` (which ran), ``seconds`` (how long it took) and ``optimistic``
+        (whether it holds anything fitted to all the points).
     """
     optimistic = _check(post, estimator)
     family = family_of(post)
@@ -584,18 +604,33 @@ def _label(res) -> str:
 
 def loo_compare(posts: Mapping[str, xr.DataTree], *, unreliable: str = "refuse",
                 round_to: int = 2, **kwargs):
-    """``az.compare`` of ``{name: result}`` by :func:`loo` of each (``ELPDData`` values are
-    taken as they are; a result's default LOO is computed once and kept), with a column
-    ``estimator`` naming each row's estimator, and ``elpd``, ``se``, ``elpd_diff`` and
-    ``dse`` to ``round_to`` decimals. Pairs of ``"subsample"`` rows are compared by the
-    difference estimator on their shared subsample (``subsampling_dse``). ``kwargs`` go to
-    ``az.compare`` (e.g. ``method``).
+    """``az.compare`` of several results by the :func:`loo` of each.
 
-    A row whose own diagnostics say it is unreliable (:func:`unreliable_reason`) is refused
-    with the reason (``unreliable="refuse"``), or ranked with the reason in a column
-    ``warning`` (``"rank"``); a row with no finite elpd is never ranked, and is shown
-    last. An optimistic estimate (held at hyperparameters fitted to all points) is refused
-    against other rows, and K-fold rows ranked against leave-one-out ones are warned of."""
+    Pairs of ``"subsample"`` rows are compared by the difference estimator on their
+    shared subsample (``subsampling_dse``). A row with no finite elpd is never ranked and
+    is shown last. An optimistic estimate (held at hyperparameters fitted to all points)
+    is refused against other rows, and K-fold rows ranked against leave-one-out ones are
+    warned of.
+
+    Parameters
+    ----------
+    posts : mapping of str to xarray.DataTree or ELPDData
+        ``{name: result}``; ``ELPDData`` values are taken as they are, and a result's
+        default LOO is computed once and kept.
+    unreliable : {"refuse", "rank"}, default "refuse"
+        A row whose own diagnostics say it is unreliable (:func:`unreliable_reason`) is
+        refused with the reason (``"refuse"``), or ranked with the reason in a column
+        ``warning`` (``"rank"``).
+    round_to : int, default 2
+        Decimals of ``elpd``, ``se``, ``elpd_diff`` and ``dse``.
+    **kwargs
+        Passed to ``az.compare`` (e.g. ``method``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``az.compare``'s table with a column ``estimator`` naming each row's estimator.
+    """
     import arviz_stats as azs
     import pandas as pd
     from arviz_stats.utils import ELPDData
