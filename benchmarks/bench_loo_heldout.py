@@ -30,7 +30,7 @@ import pandas as pd
 from report import markdown_table, write_report
 from scipy import stats
 
-from sparsebayes.inference import fit, loo, predict
+from sparsebayes.inference import fit, loo, loo_compare, predict
 from sparsebayes.inference.loo import observed_logpdf
 from sparsebayes.models import (
     GaussianKernel,
@@ -107,10 +107,13 @@ def before_estimator(method, n):
     return BEFORE.get(method, "refit" if n <= 1000 else "kfold")
 
 
-def run(name: str, seeds, before: bool, skip=()) -> list[dict]:
+def run(name: str, seeds, before: bool, skip=(), tables=None) -> list[dict]:
+    """The rows of data set ``name``; ``tables`` collects ``loo_compare`` of the first
+    split, as a user sees it."""
     X, y, task = load(name)
     rows = []
     for seed in seeds:
+        results = {}
         Xa, ya, Xb, yb = split(X, y, task, seed)
         for method in METHODS[name]:
             if f"{name}/{method}" in skip:
@@ -133,6 +136,8 @@ def run(name: str, seeds, before: bool, skip=()) -> list[dict]:
                     warnings.simplefilter("ignore")
                     res = loo(post, est, progressbar=False)
                 n = ya.size
+                if which == "after":
+                    results[method] = res
                 se = np.hypot(res.se, getattr(res, "subsampling_se", 0.0)) / n
                 row = {**base, "estimator": which + ":" + res.estimator,
                        "loo": res.elpd / n, "loo se": se,
@@ -141,6 +146,11 @@ def run(name: str, seeds, before: bool, skip=()) -> list[dict]:
                 rows.append(row)
                 print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()},
                       flush=True)
+        if tables is not None and seed == seeds[0] and len(results) > 1:
+            table = loo_compare(results, unreliable="rank")
+            tables.append(f"### {name}, split {seed} (N = {ya.size})")
+            tables += ["", "```", table.to_string(), "```", ""]
+            print(table.to_string(), flush=True)
     return rows
 
 
@@ -177,8 +187,9 @@ def main() -> None:
     args = ap.parse_args()
     start = time.perf_counter()
     skip = set(filter(None, args.skip.split(",")))
+    tables: list[str] = []
     rows = [r for name in args.data.split(",")
-            for r in run(name, range(args.splits), args.before, skip)]
+            for r in run(name, range(args.splits), args.before, skip, tables)]
     df = pd.DataFrame(rows)
     lines = ["# Leave-one-out against held-out data (issue 45)", "",
              f"`benchmarks/bench_loo_heldout.py --splits {args.splits} --data {args.data}"
@@ -192,6 +203,7 @@ def main() -> None:
         loo=("loo", "mean"), held=("held", "mean"), max_abs_z=("z", lambda z: z.abs().max()),
         loo_s=("loo s", "mean")).reset_index()
     lines += ["", "## Means over splits", ""] + markdown_table(summary.to_dict("records"))
+    lines += ["", "## loo_compare of the first split, as printed", ""] + tables
     write_report(lines, args.out)
 
 

@@ -14,6 +14,8 @@ tests import them from here, never as private names of their modules.
   (GPML eqs. 5.8-5.9, 5.20-5.23, 3.44); :func:`gp_regression_bounds`,
   :func:`gp_classification_layout`: the search bounds of their type-II ML (and the
   classifier's fixed entries and data scales, its first start).
+* :func:`distinct_digits`: the study report's numbers, printed with the digits that keep
+  distinct values distinct.
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ from .rvm.vrvm_classification import _Bohning as Bohning
 from .rvm.vrvm_classification import _Bouchard as Bouchard
 from .rvm.vrvm_classification import _check_bound as check_bound
 from .rvm.vrvm_classification import _JaakkolaJordan as JaakkolaJordan
+from .study.report import _distinct as distinct_digits
 
 __all__ = ["laplace_mode", "laplace_surrogate", "squarem_step", "tied_columns",
            "tied_objective", "joint_objective", "Bouchard", "Bohning",
            "JaakkolaJordan", "check_bound", "gp_regression_lml_and_grad",
            "gp_classification_lml_and_grad", "gp_softmax_lml_and_grad",
-           "gp_regression_bounds", "gp_classification_layout"]
+           "gp_regression_bounds", "gp_classification_layout", "distinct_digits"]

@@ -244,9 +244,10 @@ LOO_TERMS = (
     "alike when the LOO estimates what the test split measures.")
 # what each LOO estimator is (the table's `estimator` column)
 ESTIMATORS = {
-    "subsample": "the method refitted from scratch without each point of a random subsample "
-                 "(the same points for every method), correcting a cheap approximation on "
-                 "every point by the difference estimator (Magnusson et al. 2020)",
+    "subsample": "the method refitted from scratch without each point of a subsample drawn "
+                 "by a fixed seed (the same points for every method), correcting a cheap "
+                 "approximation on every point by the difference estimator (Magnusson et al. "
+                 "2020)",
     "reloo": "Pareto-smoothed importance sampling over the sampled posterior's draws, the "
              "points whose Pareto k exceeds ArviZ's threshold refitted exactly",
     "psis": "Pareto-smoothed importance sampling over the sampled posterior's draws (a "

@@ -456,7 +456,8 @@ def test_summary_figure_tick_labels_do_not_run_together():
 def test_mean_losses_print_distinct_when_they_differ():
     """Every method's mean squared error on sinc printed 0.011: the paired tests' first row
     and the conclusions take the digits that tell distinct means apart."""
-    from sparsebayes.inference.study.report import _distinct, conclusions
+    from sparsebayes.inference.study.report import conclusions
+    from sparsebayes.inference.testing import distinct_digits as _distinct
 
     t = _synthetic({"a": [0.01071, 0.01079], "b": [0.01100, 0.01104],
                     "c": [0.01090, 0.01106]})
