@@ -7,7 +7,8 @@ at every training input; methods evidence (Tipping & Faul 2003), VRVM (Bishop & 
 warm-started) and the GP (type-II ML). Classification: Ripley's synthetic data (Ripley 1996; the 250
 training points, and 1000 from his test set), width 0.5; the RVM by the Laplace evidence and
 the GP classifier. Per row: the wall time of ``fit``, of ``loo(post)`` with its default
-estimator (exact warm-started refits up to ``EXACT_MAX_N`` points, else 10 folds), their
+estimator (``results/loo.md`` holds the run of the earlier default: exact warm-started
+refits up to 2000 / 1000 points, else 10 folds; today's is the subsampled one), their
 ratio, and elpd/N beside the mean log density on held-out data. Each row's fit and LOO run
 back to back in this one process, one BLAS thread (the fits' own setting).
 
@@ -100,8 +101,8 @@ def main() -> None:
     cols = ["task", "N", "method", "estimator", "fit s", "LOO s", "LOO / fit", "elpd/N",
             "held-out mean log density"]
     write_report(["# Leave-one-out cost relative to the fit", "",
-        f"Default estimator of each point method (exact warm-started refits up to EXACT_MAX_N "
-        f"points, else 10 warm-started folds); {os.cpu_count()} CPU cores, load average at "
+        f"Default estimator of each point method (named in each row); "
+        f"{os.cpu_count()} CPU cores, load average at "
         f"start {os.getloadavg()[0]:.1f}. elpd/N beside the held-out mean log density "
         "(sinc: 5000 new points; Ripley: the other split).", "",
         *markdown_table([{c: r[c] for c in cols} for r in rows])], args.out)
