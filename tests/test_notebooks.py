@@ -24,7 +24,7 @@ def executed_by_the_docs(path: Path):
     else None."""
     import nbformat
 
-    mark, done = EXECUTED / ".forced", EXECUTED / f"{path.stem}.ipynb"
+    mark, done = EXECUTED.parent / ".forced", EXECUTED / f"{path.stem}.ipynb"
     sources = [path, *(ROOT / "models").rglob("*.py"), *(ROOT / "inference").rglob("*.py")]
     if mark.is_file() and done.is_file() and mark.stat().st_mtime > max(
             f.stat().st_mtime for f in sources):
