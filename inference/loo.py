@@ -602,6 +602,28 @@ def _label(res) -> str:
     return est
 
 
+def _plug_in_dse(table, ranked) -> None:
+    """Where ArviZ's difference estimator of the SE of ``elpd_diff`` came out 0 (its
+    variance estimate is a difference of terms, clipped at 0 when the subsample is small),
+    the plug-in ``sqrt(N var(elpd_i - elpd_i of the best))`` over the pointwise values
+    (exact on the subsample, approximated elsewhere); ``p_worse`` then from ``elpd_diff``
+    against that SE and the subsampling SE of the difference together."""
+    from scipy.stats import norm
+
+    best = table.index[0]
+    ref = np.asarray(ranked[best].elpd_i, float).reshape(-1)
+    for name in table.index[1:]:
+        if name not in ranked or not table.loc[name, "dse"] <= 0:
+            continue
+        diff = np.asarray(ranked[name].elpd_i, float).reshape(-1) - ref
+        table.loc[name, "dse"] = float(np.sqrt(diff.size * np.var(diff)))
+    if "p_worse" in table:
+        spread = np.hypot(table["dse"].astype(float), table["subsampling_dse"].astype(float))
+        table["p_worse"] = [np.nan if k == best else
+                            float(norm.cdf(0, table.loc[k, "elpd_diff"], spread[k] + 1e-12))
+                            for k in table.index]
+
+
 def loo_compare(posts: Mapping[str, xr.DataTree], *, unreliable: str = "refuse",
                 round_to: int = 2, **kwargs):
     """``az.compare`` of several results by the :func:`loo` of each.
@@ -681,6 +703,8 @@ def loo_compare(posts: Mapping[str, xr.DataTree], *, unreliable: str = "refuse",
         table = pd.concat([table, pd.DataFrame(
             {"elpd": [res[k].elpd for k in unranked], "se": [res[k].se for k in unranked]},
             index=unranked)])
+    if "subsampling_dse" in table and len(ranked) >= 2:
+        _plug_in_dse(table, ranked)
     for column in ("elpd", "se", "elpd_diff", "dse", "subsampling_dse", "p", "weight"):
         if column in table:
             digits = round_to + 1 if column == "weight" else round_to

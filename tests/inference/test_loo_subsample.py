@@ -190,6 +190,13 @@ def test_loo_compare_reads_true(sinc_fit):
         assert table.loc[name, "estimator"] == "subsample (30/80 cold refits)"
         assert np.isnan(table.loc[name, "p"])
     assert "subsampling_dse" in table
+    from scipy.stats import norm
+
+    worse = table.index[1]  # p_worse holds the subsampling SE of the difference too
+    spread = np.hypot(table.loc[worse, "dse"], table.loc[worse, "subsampling_dse"])
+    assert table.loc[worse, "dse"] > 0
+    assert table.loc[worse, "p_worse"] == pytest.approx(
+        norm.cdf(0, table.loc[worse, "elpd_diff"], spread), abs=0.02)
     import copy
 
     nan = copy.copy(loo(other, "gaussian"))  # a LOO that came out NaN (a failed fit)
