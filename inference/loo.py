@@ -73,8 +73,10 @@ SUBSAMPLE_REFITS = 30
 #: ... at least this many before the subsampling SE is first checked, then every STEP refits
 SUBSAMPLE_FIRST = 10
 SUBSAMPLE_STEP = 5
-#: ... stopping early once the subsampling SE is at most this many nats
-SUBSAMPLE_SE = 1.0
+#: ... stopping early once the subsampling SE is at most this many nats; 0: never, so that
+#: every result refits the same points and loo_compare's pairwise differences (on the
+#: shared subsample) equal the differences of the estimates
+SUBSAMPLE_SE = 0.0
 #: a run of refits expected to take longer than this (seconds) says so up front
 LONG_REFITS = 10.0
 
@@ -493,8 +495,11 @@ def loo(post: xr.DataTree, estimator: str | None = None, *, pointwise: bool = Tr
         Folds of ``"kfold"``: the elpd of a fit to ``(folds - 1) / folds`` of the points.
     refits : int, default 30
         At most this many cold refits for ``"subsample"``.
-    target_se : float, default 1.0
-        ``"subsample"`` stops once its subsampling SE is at most this many nats.
+    target_se : float, default 0.0
+        ``"subsample"`` stops once its subsampling SE is at most this many nats (checked
+        from ``SUBSAMPLE_FIRST`` refits on); 0: never. Results that stop at different
+        sizes are compared by ``loo_compare`` on the smaller shared subsample, whose
+        difference need not equal the difference of their estimates.
     seed : int, default 0
         Seed of the ``"subsample"`` draw of points (the subsample depends on it alone).
     progressbar : bool, optional
