@@ -528,6 +528,7 @@ def loo(post: xr.DataTree, estimator: str | None = None, *, pointwise: bool = Tr
     if cached is not None:
         return cached
     start = time.perf_counter()
+    kind = "cold" if estimator in ("subsample", "reloo") else None  # of the refits, if any
     if estimator == "subsample":
         res = subsample_loo(post, refits=int(refits), target_se=float(target_se), seed=seed,
                             pointwise=pointwise, progressbar=progressbar)
@@ -557,10 +558,7 @@ def loo(post: xr.DataTree, estimator: str | None = None, *, pointwise: bool = Tr
     res.problem_kind = family.kind
     res.optimistic = estimator == optimistic
     res.folds = folds if estimator == "kfold" else None
-    res.refits = {"subsample": "cold", "reloo": "cold", "refit": None, "kfold": None}.get(
-        estimator)
-    if estimator in ("refit", "kfold"):
-        res.refits = "cold" if cold_reason(post) else "warm"
+    res.refits = kind
     res.seconds = time.perf_counter() - start
     if id(post) not in _CACHE:
         weakref.finalize(post, _CACHE.pop, id(post), None)
