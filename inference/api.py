@@ -173,6 +173,17 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
     xarray.DataTree
         The posterior, with attrs ``method``, ``seed``, ``wall_time``, ``converged`` and
         ``default_predict_kind``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sparsebayes.inference import fit
+    >>> from sparsebayes.models import GaussianKernel, RVMRegression
+    >>> x = np.linspace(-10, 10, 60)
+    >>> t = np.sinc(x / np.pi) + np.random.default_rng(0).normal(0, 0.1, 60)
+    >>> post = fit(RVMRegression(x[:, None], t, kernel=GaussianKernel(3.0)), seed=1)
+    >>> post.attrs["method"], post.attrs["n_kernel_vectors"] < 20
+    ('evidence', True)
     """
     if isinstance(problem, str | xr.DataTree):
         raise TypeError(f"problem must be a problem record, got {type(problem).__name__}")

@@ -40,10 +40,11 @@ def compare_posteriors(posteriors: Mapping[str, xr.DataTree], *, draws: int = 10
     side comparison: every ``posterior`` variable on dim ``basis`` over the model's whole
     basis (pruned columns: ``w = z = 0``, ``alpha = inf``), and ``draws`` draws per result
     in one chain, taken at random (seeded) from all its chains without replacement (with
-    replacement only when it has fewer). Returns {name: DataTree with ``posterior``}, what
-    ``az.plot_forest``, ``az.summary`` and :func:`~sparsebayes.inference.plots.
-    plot_posteriors` take. Convergence diagnostics (R-hat, ESS) belong to the original
-    results, not to these resampled draws.
+    replacement only when it has fewer); point hyperparameters (coordinates of an evidence
+    result's ``posterior``) become variables like every other method's. Returns {name:
+    DataTree with ``posterior``}, what ``az.plot_forest``, ``az.summary`` and
+    :func:`~sparsebayes.inference.plots.plot_posteriors` take. Convergence diagnostics
+    (R-hat, ESS) belong to the original results, not to these resampled draws.
 
     Results fitted on different basis functions (another kernel width, another dictionary
     of centres, other training inputs) are refused: equal labels such as ``c11`` would then
@@ -70,7 +71,7 @@ def compare_posteriors(posteriors: Mapping[str, xr.DataTree], *, draws: int = 10
     out = {}
     for name, post in posteriors.items():
         basis, _ = basis_from_posterior(post)
-        ds = post["posterior"].to_dataset()
+        ds = post["posterior"].to_dataset().reset_coords()  # point values as variables
         n = ds.sizes["chain"] * ds.sizes["draw"]
         take = rng.choice(n, size=draws, replace=draws > n)
         flat = ds.stack(sample=("chain", "draw")).isel(sample=take)

@@ -15,7 +15,7 @@ import numpy as np
 import xarray as xr
 
 __all__ = ["Attr", "Names", "ATTRS", "REQUIRED_ATTRS", "GROUPS", "REQUIRED_GROUPS",
-           "HYPERPARAMETERS", "check_result", "ContractError"]
+           "HYPERPARAMETERS", "DRAWN", "check_result", "ContractError"]
 
 
 class Names(str):
@@ -36,9 +36,14 @@ class Attr:
     doc: str
 
 
+# the variables a point result draws (weights, their scaled form, a GP's latent values); its
+# other posterior variables are the type-II ML point values the draws are conditional on
+DRAWN = ("w", "z", "f")
+
 # what the hyperparameters of a result are (attrs ``hyperparameters``)
 HYPERPARAMETERS = {
-    "point": "type-II ML point estimates: constant across the draws",
+    "point": "type-II ML point estimates: coordinates of ``posterior`` (constant across the "
+             "draws they condition), not variables ArviZ diagnoses",
     "variational": "a variational posterior (ADVI, or the mean-field VRVM of Bishop & Tipping "
                    "2000)",
     "sampled": "draws from their full posterior (NUTS)",
@@ -187,6 +192,11 @@ def check_result(post: xr.DataTree, kinds=None) -> None:
             wrong.append(f"attr {name!r} not declared")
         elif not _type_ok(value, spec.type):
             wrong.append(f"attr {name!r} = {str(value)[:80]!r} is not a {spec.type} value")
+    if post.attrs.get("hyperparameters") == "point" and "posterior" in post.children:
+        drawn = [k for k in post["posterior"].data_vars if k in DRAWN]
+        stated = [k for k in post["posterior"].data_vars if k not in DRAWN]
+        if drawn and stated:
+            wrong.append(f"point values {stated} are variables of posterior, not coordinates")
     if post.attrs.get("hyperparameters") not in (None, *HYPERPARAMETERS):
         wrong.append(f"attr 'hyperparameters' = {post.attrs['hyperparameters']!r} is not one "
                      f"of {sorted(HYPERPARAMETERS)}")

@@ -21,6 +21,7 @@ from xarray.indexes import PandasIndex
 
 from sparsebayes.models import Basis, GammaPrior, GaussianKernel
 
+from .contract import DRAWN
 from .numerics import LOG_2PI, gaussian_draws
 
 __all__ = ["is_result_of", "classes_attr", "datatree", "make_datatree", "classification_datatree",
@@ -183,7 +184,8 @@ def make_datatree(
             v = np.asarray(v)
             gvars[k] = ({0: (), 1: ("basis",), 2: ("basis", "basis_bis")}[v.ndim], v)
         groups["gaussian_posterior"] = (gvars, {"basis": labels, "basis_bis": labels})
-    dt = datatree(groups, dims=dims, coords=coords, traces=traces)
+    dt = datatree(groups, dims=dims, coords=coords, traces=traces,
+                  attrs={k: v for k, v in (attrs or {}).items() if k == "hyperparameters"})
 
     base_attrs = {
         "problem_kind": problem.kind,
@@ -224,9 +226,22 @@ def datatree(groups: Mapping[str, Any], *, dims: Mapping[str, list[str]],
                                 sample, skip_event_dims=name == "log_likelihood",
                                 extra=extra, arviz_attrs=bool(data) or not extra,
                                 index_cache=cache)
+    if (attrs or {}).get("hyperparameters") == "point" and "posterior" in children:
+        children["posterior"] = state_point_values(children["posterior"])
     dt = _tree(children)
     dt.attrs.update(attrs or {})
     return dt
+
+
+def state_point_values(posterior: xr.Dataset) -> xr.Dataset:
+    """The point hyperparameters of a type-II ML result (``alpha``, ``beta``, a GP's
+    ``length_scale`` ...) as coordinates of its ``posterior``, with their (chain, draw)
+    dims: the draws (``w``, ``f``) are conditional on them. Read as every other result's
+    (``post.posterior["alpha"]``, :func:`flat_draws`); ArviZ's ``summary``, ``ess`` and
+    ``rhat`` diagnose the data variables only, so constants show no ``nan`` R-hat."""
+    if not any(k in posterior.data_vars for k in DRAWN):
+        return posterior  # no draws to condition (left out at size): keep the values
+    return posterior.set_coords([k for k in posterior.data_vars if k not in DRAWN])
 
 
 def classification_datatree(problem, basis: Basis, lik, *, theta: np.ndarray, Sigma: np.ndarray,

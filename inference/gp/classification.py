@@ -286,21 +286,22 @@ def type2_ml(problem: GPClassification, lml_and_grad, restarts: int, max_iter: i
 
 
 def fit_evidence(problem: GPClassification, *, seed: int | None = None, restarts: int = 3,
-                 max_iter: int = 200, draws: int = 500) -> xr.DataTree:
+                 max_iter: int = 200, draws: int = 500, chains: int = 2) -> xr.DataTree:
     """Type-II ML of the Laplace log marginal likelihood over the free log hyperparameters
     by L-BFGS-B from ``restarts`` starts; the best optimum is kept. Two classes: GPML eq.
     3.32, gradient by Algorithm 5.1; K > 2: the softmax's eq. 3.44, mode by Algorithm 3.3,
     its analytic gradient (:func:`_softmax_lml_and_grad`), length scales and signal sd
-    shared by the classes. The posterior group holds the hyperparameters (constant across
-    draws) and ``draws`` draws of the latent ``f`` (obs[, class]) at the training inputs from
-    the Laplace Gaussian ``N(f_hat, (K^-1 + W)^-1)``. There is no ``log_likelihood`` group
-    (attrs ``log_likelihood_omitted`` says why): leave-one-out is
-    :func:`gp_laplace_cavity_logpdf` or :class:`GPClassificationRefits`."""
+    shared by the classes. The posterior group holds ``chains`` x ``draws`` independent draws
+    of the latent ``f`` (obs[, class]) at the training inputs from the Laplace Gaussian
+    ``N(f_hat, (K^-1 + W)^-1)``, and the hyperparameters they condition on as point values.
+    There is no ``log_likelihood`` group (attrs ``log_likelihood_omitted`` says why):
+    leave-one-out is :func:`gp_laplace_cavity_logpdf` or :class:`GPClassificationRefits`."""
     if not isinstance(problem, GPClassification):
         raise TypeError(f"expected a GPClassification, got {type(problem).__name__}")
     restarts = check_positive_int("restarts", restarts)
     max_iter = check_positive_int("max_iter", max_iter)
-    draws = check_positive_int("draws", draws)
+    per_chain, chains = check_positive_int("draws", draws), check_positive_int("chains", chains)
+    draws = per_chain * chains
     X, codes, C = problem.X - problem.X.mean(axis=0), problem.t, problem.n_classes
     t = codes.astype(float)
     rng = np.random.default_rng(seed)
@@ -331,8 +332,9 @@ def fit_evidence(problem: GPClassification, *, seed: int | None = None, restarts
         f = gaussian_draws(f_mode, K - V.T @ V, draws, rng)
         f_dims = ["obs"]
     return datatree(
-        {"posterior": {"length_scale": np.broadcast_to(ls, (1, draws, d)).copy(),
-                       "signal_sd": np.full((1, draws), sf), "f": f[None]},
+        {"posterior": {"length_scale": np.broadcast_to(ls, (chains, per_chain, d)).copy(),
+                       "signal_sd": np.full((chains, per_chain), sf),
+                       "f": f.reshape(chains, per_chain, *f.shape[1:])},
          "observed_data": {"t": codes},
          "constant_data": {"X": problem.X, "f_mode": f_mode}},
         coords=coords,

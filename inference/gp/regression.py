@@ -130,38 +130,27 @@ def latent_draws(X, t, X_new, length_scale, signal_sd, noise_sd, per: int,
 
 
 def hyperparameter_draws(post: xr.DataTree):
-    """(length_scale (S, d), signal_sd (S,), noise_sd (S,)) of a GP regression result."""
+    """(length_scale (S, d), signal_sd (S,), noise_sd (S,)) of a GP regression result; S = 1
+    for point hyperparameters (type-II ML), whatever the latent draws they condition."""
     ds = post["posterior"]
     d = post["constant_data"]["X"].shape[1]
-    return (ds["length_scale"].values.reshape(-1, d), ds["signal_sd"].values.reshape(-1),
-            ds["noise_sd"].values.reshape(-1))
+    S = 1 if post.attrs.get("hyperparameters") == "point" else None
+    return (ds["length_scale"].values.reshape(-1, d)[:S],
+            ds["signal_sd"].values.reshape(-1)[:S], ds["noise_sd"].values.reshape(-1)[:S])
 
 
 def target_replicates(post: xr.DataTree, X_new: np.ndarray, rng: np.random.Generator,
                       draws: int = 1000) -> np.ndarray:
     """One joint draw of the noisy targets at ``X_new`` per hyperparameter draw, (chain, draw,
     n): :func:`latent_draws` plus noise. Point hyperparameters (type-II ML) give ``draws``
-    replicates in one chain."""
+    replicates, split over the posterior's chains."""
     X = post["constant_data"]["X"].values
     t = post["observed_data"]["t"].values
     ls, sf, sn = hyperparameter_draws(post)
     per = draws if ls.shape[0] == 1 else 1
     f = latent_draws(X, t, X_new, ls, sf, sn, per, rng)
     out = f + sn[:, None, None] * rng.standard_normal(f.shape)
-    if per > 1:
-        return out
-    ds = post["posterior"]
-    return out.reshape(ds.sizes["chain"], ds.sizes["draw"], X_new.shape[0])
-
-
-def _pointwise_log_likelihood(X, t, length_scale, signal_sd, noise_sd, per: int, shape,
-                              seed) -> np.ndarray:
-    """``log N(t_n | f_n, noise_sd^2)`` for draws of the latent ``f`` at the training inputs
-    (:func:`latent_draws`), reshaped to ``shape`` (chain, draw, n). PSIS-LOO on it (``az.loo``)
-    estimates the GP's exact leave-one-out predictive (R&W eqs. 5.10-5.12; tests)."""
-    f = latent_draws(X, t, X, length_scale, signal_sd, noise_sd, per,
-                     np.random.default_rng(seed))
-    return gaussian_log_likelihood(t, f, 1.0 / noise_sd[:, None] ** 2).reshape(shape)
+    return out.reshape(post["posterior"].sizes["chain"], -1, X_new.shape[0])
 
 
 # --------------------------------------------------------------------------------------------
@@ -257,14 +246,17 @@ def _optimise(problem: GPRegression, *, seed, restarts: int, max_iter: int, back
 
 def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
                  sample_stats: dict | None = None, seed: int | None = None) -> xr.DataTree:
-    """The result layout; ``log_likelihood`` (computed on first read) holds
-    :func:`_pointwise_log_likelihood` of ``POINT_DRAWS`` latent draws for point
-    hyperparameters, one per hyperparameter draw otherwise."""
+    """The result layout. ``log_likelihood``: ``log N(t_n | f_n, noise_sd^2)`` for draws of
+    the latent ``f`` at the training inputs (:func:`latent_draws`; PSIS-LOO on it estimates
+    the GP's exact leave-one-out predictive, R&W eqs. 5.10-5.12), ``POINT_DRAWS`` of them for
+    point hyperparameters (kept in ``posterior`` as ``f``), one per hyperparameter draw
+    otherwise."""
     n, d = problem.X.shape
     ls = posterior["length_scale"].reshape(-1, d)
     sf, sn = posterior["signal_sd"].reshape(-1), posterior["noise_sd"].reshape(-1)
     per = POINT_DRAWS if ls.shape[0] == 1 else 1
-    shape = (1, per, n) if per > 1 else (*posterior["signal_sd"].shape, n)
+    # point hyperparameters: two chains of latent draws, so R-hat is defined
+    shape = (2, per // 2, n) if per > 1 else (*posterior["signal_sd"].shape, n)
     groups = {"posterior": posterior}
     fixed = [k for k in ("length_scale", "signal_sd", "noise_sd")
              if getattr(problem, k) is not None]
@@ -275,8 +267,15 @@ def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
         **attrs,
     }
     if pointwise_budget_ok(shape[0], shape[1], n):
-        groups["log_likelihood"] = {"t": _pointwise_log_likelihood(
-            problem.X, problem.t, ls, sf, sn, per, shape, seed)}
+        f = latent_draws(problem.X, problem.t, problem.X, ls, sf, sn, per,
+                         np.random.default_rng(seed))
+        groups["log_likelihood"] = {
+            "t": gaussian_log_likelihood(problem.t, f, 1.0 / sn[:, None] ** 2).reshape(shape)}
+        if per > 1:  # point hyperparameters: the latent draws they condition, as a GP
+            # classifier's (their values repeated over the draws, stated as point values)
+            groups["posterior"] = {"f": f.reshape(shape), **{
+                k: np.broadcast_to(v, (*shape[:2], *v.shape[2:])).copy()
+                for k, v in posterior.items()}}
     else:
         attrs["log_likelihood_omitted"] = "size"  # more values than POINTWISE_MAX
     groups["observed_data"] = {"t": problem.t}
@@ -284,7 +283,8 @@ def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
     if sample_stats:
         groups["sample_stats"] = sample_stats
     return datatree(groups, coords={"feature": np.arange(d), "obs": np.arange(n)},
-                    dims={"length_scale": ["feature"], "X": ["obs", "feature"], "t": ["obs"]},
+                    dims={"length_scale": ["feature"], "f": ["obs"], "X": ["obs", "feature"],
+                          "t": ["obs"]},
                     attrs=attrs)
 
 
@@ -413,10 +413,7 @@ def predict_gp(post: xr.DataTree, X_new, max_draws: int | None = 500
     X_new = check_new_inputs(post, X_new)
     X = post["constant_data"]["X"].values
     t = post["observed_data"]["t"].values
-    ds = post["posterior"]
-    ls = ds["length_scale"].values.reshape(-1, X.shape[1])
-    sf = ds["signal_sd"].values.reshape(-1)
-    sn = ds["noise_sd"].values.reshape(-1)
+    ls, sf, sn = hyperparameter_draws(post)
     if ls.shape[0] == 1:
         mean, var = gp_moments(X, t, X_new, ls[0], sf[0], sn[0])
         return Predictive(mean=mean, var=var, kind="gp")

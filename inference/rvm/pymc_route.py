@@ -16,7 +16,9 @@ def pymc_trace(post: xr.DataTree, problem) -> xr.Dataset:
     ``pm.sample_posterior_predictive(pymc_trace(post, problem), model=problem.pymc_model())``
     needs it: an evidence (or any pruned) result holds only its relevance vectors, so the
     pruned columns get ``w = z = 0`` and ``alpha = PRUNED_ALPHA`` (the limit alpha -> inf
-    of T01 sec. 2.3). Results on the whole basis (VRVM, ADVI, NUTS) come back unchanged.
+    of T01 sec. 2.3), and the point hyperparameters (coordinates of an evidence result's
+    ``posterior``) are variables again, the trace PyMC conditions on. Results on the whole
+    basis (VRVM, ADVI, NUTS) come back unchanged.
 
     Raises ``ValueError`` when ``post`` is of another problem kind or was fitted on another
     basis (e.g. a learned kernel width): ``problem.pymc_model()`` would then predict with the
@@ -30,7 +32,7 @@ def pymc_trace(post: xr.DataTree, problem) -> xr.Dataset:
             f"width): {post.attrs.get('kernel_width', post.attrs.get('kernel'))} vs "
             f"{problem.basis.to_attrs().get('kernel_width', problem.basis.kernel.name)}; build "
             "the problem with the fitted kernel, or use sparsebayes.inference.predict")
-    ds = post["posterior"].to_dataset()
+    ds = post["posterior"].to_dataset().reset_coords()  # point values: variables PyMC reads
     labels = np.asarray(problem.basis.labels, dtype=str)
     have = np.asarray(ds["basis"].values, dtype=str)
     missing = set(have) - set(labels)

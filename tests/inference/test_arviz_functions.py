@@ -1,12 +1,12 @@
 """The ArviZ functions the README uses (``az.summary``, ``az.ess``, ``az.rhat``, ``az.mcse``,
 ``az.loo``) run on a result of every problem kind and method and give finite numbers
-wherever the quantity is defined: R-hat is undefined (NaN, ArviZ's 0/0) for a variable
-constant over the draws, such as the evidence method's point ``alpha``, or in one chain
-(the GP classifier's draws); a posterior of one draw (the GP evidence fit's
-hyperparameters) has a mean only; every other statistic is finite. Pruned (basis, class)
-pairs of the 3-class classifiers hold ``ALPHA_PRUNED`` in ``posterior`` (the largest float
-did not survive ``az.summary``'s rounding) and ``inf`` in ``gaussian_posterior`` and in
-``compare_posteriors``."""
+wherever the quantity is defined. A point (type-II ML) result keeps its hyperparameters as
+coordinates of ``posterior`` (issue 46.5), so these functions diagnose its draws alone (the
+weights, a GP's latent ``f``, in 2 chains): no warning and no ``nan``, except the exact
+zeros of a softmax weight pruned in some classes, a constant whose R-hat is ArviZ's 0/0.
+Pruned (basis, class) pairs of the 3-class classifiers hold ``ALPHA_PRUNED`` in
+``posterior`` (the largest float did not survive ``az.summary``'s rounding) and ``inf`` in
+``gaussian_posterior`` and in ``compare_posteriors``."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from sparsebayes.models import (
     GPClassification,
     GPRegression,
     RVMClassification,
+    RVMPoissonRegression,
     RVMRegression,
     datasets,
 )
@@ -44,6 +45,10 @@ def _problem(kind: str):
         return RVMClassification(*_three_classes(), GaussianKernel(1.0))
     if kind == "gp":
         return GPRegression(*datasets.sinc(n=30, noise="gaussian", seed=0))
+    if kind == "counts":
+        X = np.linspace(-2, 2, 50)[:, None]
+        counts = np.random.default_rng(0).poisson(np.exp(1 + np.sin(2 * X[:, 0])))
+        return RVMPoissonRegression(X, counts, GaussianKernel(0.7))
     X, y = datasets.ripley_mixture(40, seed=1)
     return GPClassification(X, y)
 
@@ -56,18 +61,24 @@ def _constant(values: np.ndarray) -> np.ndarray:
 
 def check_arviz_functions(post) -> None:
     """az.summary / ess / rhat / mcse (and az.loo with a log_likelihood group) give finite
-    values where defined (R-hat: two chains or more and not a constant)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # ArviZ's 0/0 for constants
+    values where defined (R-hat: two chains or more and not a constant). A point result
+    (type-II ML) gives no warning and no nan at all: its hyperparameters are coordinates
+    of ``posterior``, not draws ArviZ diagnoses (issue 46.5)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
         summary = az.summary(post)
         ess = {m: az.ess(post, method=m) for m in ("bulk", "tail", "mean")}
         rhat = az.rhat(post)
         mcse = az.mcse(post)
-        loo = az.loo(post) if "log_likelihood" in post.children else None
+    loo = az.loo(post) if "log_likelihood" in post.children else None
     posterior = post["posterior"]
-    if posterior.sizes["chain"] * posterior.sizes["draw"] == 1:  # a point (GP evidence):
-        assert np.isfinite(summary["mean"].to_numpy(dtype=float)).all()  # no spread, no ESS
-        return
+    if post.attrs["hyperparameters"] == "point":
+        # the one exception: a softmax weight pruned in some classes only is an exact 0 in
+        # them (alpha = inf), a constant whose R-hat ArviZ leaves undefined
+        pruned = any(_constant(da.values).any() for da in posterior.data_vars.values())
+        assert pruned or not [w for w in caught if w.category is RuntimeWarning]
+        assert pruned or np.isfinite(summary.to_numpy(dtype=float)).all()
+        assert set(posterior.data_vars) <= {"w", "z", "f"}
     assert np.isfinite(summary[["mean", "sd", "ess_bulk", "ess_tail", "mcse_mean"]]
                        .to_numpy(dtype=float)).all()
     for name, da in posterior.data_vars.items():
@@ -83,7 +94,7 @@ def check_arviz_functions(post) -> None:
 
 CHEAP = [("regression", m) for m in ("evidence", "evidence-mackay", "vrvm")] + [
     (k, m) for k in ("binary", "3-class") for m in ("evidence", "evidence-mackay", "vrvm")
-] + [("gp", "evidence"), ("gp_classification", "evidence")]
+] + [("gp", "evidence"), ("gp_classification", "evidence"), ("counts", "evidence")]
 
 
 @pytest.mark.parametrize(("kind", "method"), CHEAP)
@@ -95,7 +106,8 @@ def test_arviz_functions_on_every_cheap_result(kind, method):
 @pytest.mark.parametrize("method", ["evidence", "evidence-mackay", "vrvm"])
 def test_pruned_pairs_of_a_softmax_result(method):
     """In a 3-class result, ``alpha`` in ``posterior`` is ``ALPHA_PRUNED`` exactly where
-    ``gaussian_posterior`` holds ``inf`` (and ``w`` is 0 there); ``az.summary`` prints it;
+    ``gaussian_posterior`` holds ``inf`` (and ``w`` is 0 there); ``az.summary`` prints it
+    where it is variational (point values are coordinates it leaves out);
     ``compare_posteriors`` turns it into ``inf`` like a column pruned for every class; and
     ``az.loo``'s own relative efficiency equals the true one (independent draws: 1)."""
     post = fit(_problem("3-class"), method, seed=0)
@@ -106,10 +118,15 @@ def test_pruned_pairs_of_a_softmax_result(method):
     assert np.all(post["posterior"]["w"].values[:, :, pruned] == 0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        summary = az.summary(post, var_names=["alpha"])
+        summary = az.summary(post)
         own = az.loo(post)
         ref = az.loo(post, reff=1.0)
-    assert (summary["mean"] == ALPHA_PRUNED).sum() == pruned.sum()
+    if post.attrs["hyperparameters"] == "point":  # stated as point values (coordinates)
+        assert "alpha" in post["posterior"].coords and not summary.index.str.startswith(
+            "alpha").any()
+    else:
+        alpha_rows = summary.loc[summary.index.str.startswith("alpha")]
+        assert (alpha_rows["mean"] == ALPHA_PRUNED).sum() == pruned.sum()
     assert abs(own.elpd - ref.elpd) < 0.05
     aligned = compare_posteriors({method: post}, draws=50)[method]["posterior"]["alpha"]
     labels = post["posterior"]["basis"].values

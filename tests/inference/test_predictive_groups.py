@@ -124,9 +124,10 @@ def test_gp_predictive_groups_match_predict():
     rng = np.random.default_rng(0)
     ds = point["posterior"]
     jitter = np.exp(0.2 * rng.standard_normal((2, 300, 1)))
-    draws = _as_draws(point, {"length_scale": ds["length_scale"].values * jitter,
-                              "signal_sd": ds["signal_sd"].values * jitter[..., 0],
-                              "noise_sd": ds["noise_sd"].values * jitter[..., 0] ** 0.5},
+    one = {k: ds[k].values[:1, :1] for k in ("length_scale", "signal_sd", "noise_sd")}
+    draws = _as_draws(point, {"length_scale": one["length_scale"] * jitter,
+                              "signal_sd": one["signal_sd"] * jitter[..., 0],
+                              "noise_sd": one["noise_sd"] * jitter[..., 0] ** 0.5},
                       "nuts")
     for post in (point, draws):
         post = add_posterior_predictive(post, seed=1)
@@ -140,7 +141,8 @@ def test_gp_predictive_groups_match_predict():
     Xcn, _ = datasets.ripley_mixture(12, seed=6)
     laplace = fit(GPClassification(Xc, yc), "evidence", seed=0, posterior_predictive=True)
     assert laplace["posterior_predictive"]["t"].shape == laplace["posterior"]["f"].shape
-    sampled = _as_draws(laplace, {k: v.values for k, v in laplace["posterior"].items()}, "nuts")
+    sampled = _as_draws(laplace, {k: v.values for k, v in laplace["posterior"].to_dataset()
+                                  .reset_coords().data_vars.items()}, "nuts")
     for post in (laplace, sampled):
         rep = add_predictions(post, Xcn, seed=2)["predictions"]["t"].values
         rep = rep.reshape(-1, Xcn.shape[0])

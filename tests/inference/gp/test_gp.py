@@ -226,8 +226,8 @@ def test_psis_loo_of_the_log_likelihood_group_equals_the_exact_gp_loo(tmp_path):
     t = np.sinc(X[:, 0] / np.pi) + 0.1 * rng.normal(size=200)
     post = fit(GPRegression(X, t), "evidence", seed=0)
     ds = post["posterior"]
-    ls, sf, sn = (ds[k].values.reshape(-1) for k in ("length_scale", "signal_sd", "noise_sd"))
-    Ci = np.linalg.inv(se_ard_covariance(X, None, ls, sf[0]) + sn[0] ** 2 * np.eye(200))
+    ls, sf, sn = (ds[k].values[0, 0] for k in ("length_scale", "signal_sd", "noise_sd"))
+    Ci = np.linalg.inv(se_ard_covariance(X, None, ls, sf) + sn ** 2 * np.eye(200))
     var = 1 / np.diag(Ci)
     exact = np.sum(stats.norm.logpdf(t, t - (Ci @ t) * var, np.sqrt(var)))
     loo = az.loo(post)

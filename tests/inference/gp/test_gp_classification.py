@@ -125,7 +125,11 @@ def test_result_layout_loo_and_bad_input():
 
     X, y = datasets.ripley_mixture(60, seed=3)
     post = fit(GPClassification(X, np.where(y == 1, "b", "a")), "evidence", seed=0, draws=200)
-    assert post["posterior"]["f"].shape == (1, 200, 60)
+    assert post["posterior"]["f"].shape == (2, 200, 60)  # 2 chains of draws, as the RVM's
+    # the point hyperparameters are coordinates the draws condition on, not draws ArviZ
+    # diagnoses: az.summary shows f alone, with defined R-hats
+    assert set(post["posterior"].data_vars) == {"f"}
+    assert post["posterior"]["length_scale"].dims == ("chain", "draw", "feature")
     # PSIS over the Laplace draws is not a LOO (the draws hold each point's site): the
     # group is left out with the reason, and loo() refits
     assert "log_likelihood" not in post.children and post.attrs["log_likelihood_omitted"]

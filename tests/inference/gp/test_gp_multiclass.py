@@ -228,7 +228,7 @@ def test_layout_loo_and_bad_input():
     labels = np.array(["a", "b", "c"])[codes]
     post = fit(GPClassification(X, labels), "evidence", seed=0, draws=100, restarts=1)
     assert post["posterior"]["f"].dims == ("chain", "draw", "obs", "class")
-    assert post["posterior"]["f"].shape == (1, 100, 45, 3)
+    assert post["posterior"]["f"].shape == (2, 100, 45, 3)
     assert post["constant_data"]["f_mode"].shape == (45, 3)
     assert "log_likelihood" not in post.children and post.attrs["log_likelihood_omitted"]
     assert np.isfinite(loo(post, "cavity").elpd)
