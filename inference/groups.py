@@ -30,7 +30,7 @@ from sparsebayes.models import GammaPrior, NumericalWarning
 from .families import REGISTERED, Family, family_of
 from .numerics import check_positive_int, warn_user
 from .predictive.regression import check_new_inputs
-from .results import basis_from_posterior
+from .results import basis_from_posterior, state_point_values
 
 __all__ = ["add_posterior_predictive", "add_predictions", "add_prior_predictive"]
 
@@ -91,7 +91,8 @@ def add_prior_predictive(post: xr.DataTree, draws: int = 500, seed: int | None =
     from the hyperprior the result was fitted with (attrs ``prior``; T01 eqs. 5-6, the
     non-centred ``w = z / sqrt(alpha)``) and the likelihood (T01 eq. 4, 23 or 28). ``prior``
     has the posterior's variables on its coordinates, so ``az.plot_prior_posterior`` pairs
-    them; ``prior_predictive`` uses every column of the model's basis (an evidence result
+    them (a point result's hyperparameters are coordinates in both groups);
+    ``prior_predictive`` uses every column of the model's basis (an evidence result
     holds only its relevance vectors). Returns a new tree.
 
     Raises ``ValueError`` for an improper hyperprior (Tipping's flat ``a = b = c = d = 0``,
@@ -135,6 +136,8 @@ def add_prior_predictive(post: xr.DataTree, draws: int = 500, seed: int | None =
         data["noise_sd"] = (("chain", "draw"), 1.0 / np.sqrt(beta))
     prior_ds = xr.Dataset(data, coords={**coords, **{d: pos[d].values for v in dims.values()
                                                      for d in v if d not in coords}})
+    if post.attrs.get("hyperparameters") == "point":  # as in its posterior: coordinates
+        prior_ds = state_point_values(prior_ds)
     out = post.copy()
     out["prior"] = xr.DataTree(prior_ds)
     out["prior_predictive"] = xr.DataTree(_group(t, "obs"))
