@@ -41,11 +41,8 @@ def gp_loo_logpdf(X: np.ndarray, t: np.ndarray, length_scale: np.ndarray,
 def gp_loo(post: xr.DataTree) -> np.ndarray:
     """(S, N) GPML eq. 5.12 per hyperparameter draw of a GP regression result (one draw for
     type-II ML point hyperparameters)."""
-    ls, sf, sn = regression.hyperparameter_draws(post)
-    if post.attrs.get("method") == "evidence":
-        ls, sf, sn = ls[:1], sf[:1], sn[:1]
     return gp_loo_logpdf(post["constant_data"]["X"].values, post["observed_data"]["t"].values,
-                         ls, sf, sn)
+                         *regression.hyperparameter_draws(post))
 
 
 def _problem(cls):
