@@ -15,7 +15,7 @@ whether every pair that held-out separates by more than 2 SE is ordered alike by
 (warm refits up to 1000 points else 10 folds; VRVM 10 cold folds; PSIS for ADVI / NUTS).
 
     .venv/bin/python benchmarks/bench_loo_heldout.py [--splits 5] [--data diabetes,...]
-        [--before] [--skip data/method,...] [--out benchmarks/results/loo_heldout.md]
+        [--first 0] [--before] [--skip data/method,...] [--out benchmarks/results/loo_heldout.md]
 """
 
 from __future__ import annotations
@@ -180,6 +180,7 @@ def agreement(df: pd.DataFrame) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--splits", type=int, default=5)
+    ap.add_argument("--first", type=int, default=0, help="seed of the first split")
     ap.add_argument("--data", default=",".join(METHODS))
     ap.add_argument("--before", action="store_true")
     ap.add_argument("--skip", default="", help="data/method pairs left out, e.g. friedman8/vrvm")
@@ -189,10 +190,12 @@ def main() -> None:
     skip = set(filter(None, args.skip.split(",")))
     tables: list[str] = []
     rows = [r for name in args.data.split(",")
-            for r in run(name, range(args.splits), args.before, skip, tables)]
+            for r in run(name, range(args.first, args.first + args.splits), args.before, skip,
+                         tables)]
     df = pd.DataFrame(rows)
     lines = ["# Leave-one-out against held-out data (issue 45)", "",
              f"`benchmarks/bench_loo_heldout.py --splits {args.splits} --data {args.data}"
+             + (f" --first {args.first}" if args.first else "")
              + (" --before" if args.before else "")
              + (f" --skip {args.skip}" if args.skip else "") + f"`: {len(rows)} rows in "
              f"{time.perf_counter() - start:.0f} s, one process.", "",

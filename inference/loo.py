@@ -103,9 +103,9 @@ class _Refits:
         self.start = time.perf_counter()
         self.bar = None
         if show_progress(progressbar) and total > 1:
-            from tqdm.auto import tqdm
+            from .progress import progress_bar
 
-            self.bar = tqdm(total=total, desc=what, unit="fit")
+            self.bar = progress_bar(total=total, desc=what, unit="fit")
 
     def update(self) -> None:
         self.done += 1

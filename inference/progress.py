@@ -17,7 +17,7 @@ import logging
 import time
 
 __all__ = ["logger", "fit_logged", "compiling", "sampler_callback", "Evaluations", "quiet",
-           "describe",
+           "describe", "progress_bar",
            "LONG_METHODS", "LONG_N", "LONG_SECONDS"]
 
 logger = logging.getLogger("sparsebayes")
@@ -31,6 +31,19 @@ LONG_SECONDS = 5.0  # any other fit that took longer logs its end line at INFO
 STEPS = 10  # progress lines per sampling run when no bar is shown
 
 _STATE = {"announced": False, "explicit": 0}  # numba compilation announced; inside compiling()
+
+
+def progress_bar(**kwargs):
+    """A ``tqdm`` bar: the notebook widget where ipywidgets is installed, else the text bar
+    (which notebooks show too), so that a notebook without ipywidgets gets a bar and not
+    ``tqdm.auto``'s "IProgress not found" warning."""
+    import importlib.util
+
+    if importlib.util.find_spec("ipywidgets") is not None:
+        from tqdm.auto import tqdm
+    else:
+        from tqdm.std import tqdm
+    return tqdm(**kwargs)
 
 
 def describe(problem) -> str:

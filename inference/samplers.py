@@ -131,11 +131,12 @@ class VIRun:
         """Up to ``max_iter`` steps; ``callback(approx, losses, i)`` after each may end them
         by ``StopIteration`` (as a ``pm.fit`` callback). Returns the losses (-ELBO); a NaN
         loss raises ``FloatingPointError``."""
-        from tqdm.auto import tqdm
+        from .progress import progress_bar
 
         losses = np.empty(max_iter)
         n = 0
-        with tqdm(total=max_iter, desc=what, disable=not progressbar, leave=False) as bar:
+        with progress_bar(total=max_iter, desc=what, disable=not progressbar,
+                          leave=False) as bar:
             try:
                 for i in range(max_iter):
                     loss = float(self.step())

@@ -50,6 +50,10 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors
+    # a notebook without ipywidgets shows a text bar, not tqdm.auto's "IProgress not found"
+    stderr = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                     for o in c.get("outputs", []) if o.get("name") == "stderr")
+    assert "TqdmWarning" not in stderr
     images = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if "image/png" in o.get("data", {})]
     assert images, "a notebook that shows no figure"

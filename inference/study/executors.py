@@ -86,9 +86,9 @@ class Progress:
 
     def __init__(self, total: int, done: int, failed: int, slots: int, enabled: bool,
                  cells=(), history=(), clock: Callable[[], float] = time.monotonic):
-        from tqdm.auto import tqdm
+        from ..progress import progress_bar
 
-        self.bar = tqdm(total=total, initial=done, unit="cell", desc="study",
+        self.bar = progress_bar(total=total, initial=done, unit="cell", desc="study",
                         disable=not enabled, file=sys.stderr, dynamic_ncols=True,
                         bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
                                    "[{elapsed}{postfix}]")

@@ -23,9 +23,13 @@ PRIOR = GammaPrior(a=1.5, b=0.3, c=2.0, d=0.05)
 
 
 def _sample(model, **opts):
+    """NUTS, 2 chains of 150 (after 150 tuning): the ARD funnels take trees of depth 9-10,
+    and the two tests' margins do not need more (measured at 300 and 150 draws: Poisson rate
+    RMS 0.085 and 0.085 against 0.10; Student-t RMSE 0.028 and 0.027 against the Gaussian
+    RVM's 0.154)."""
     with model, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return pm.sample(**{"draws": 300, "tune": 300, "chains": 2, "random_seed": 1,
+        return pm.sample(**{"draws": 150, "tune": 150, "chains": 2, "random_seed": 1,
                             "progressbar": False, **opts})
 
 
