@@ -97,7 +97,7 @@ API_TOPICS = [
                        "GPRegression", "GPClassification"]),
          ("Kernels and bases", ["GaussianKernel", "LinearKernel", "PolynomialKernel",
                                 "LinearSplineKernel", "LogBasis", "CallableKernel", "Kernel",
-                                "as_kernel", "Basis"]),
+                                "as_kernel", "register_kernel", "Basis"]),
          ("Priors and the PyMC building block", ["GammaPrior", "RVMLatent"]),
          ("Data sets", ["datasets"]),
          ("Warnings", ["SparseBayesWarning", "ConvergenceWarning", "NumericalWarning",

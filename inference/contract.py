@@ -63,11 +63,7 @@ ATTRS: dict[str, Attr] = {
     "hyperparameters": Attr(str, "what the hyperparameters are: one of HYPERPARAMETERS"),
     # the basis of an RVM (Basis.to_attrs)
     "kernel": Attr(str, "the kernel's name"),
-    "kernel_width": Attr((float, np.ndarray), "Gaussian kernel width r: one, or one per "
-                                              "input (ARD)"),
-    "kernel_degree": Attr(int, "polynomial kernel degree"),
-    "kernel_gamma": Attr(float, "polynomial kernel scale"),
-    "kernel_coef0": Attr(float, "polynomial kernel offset"),
+    # and kernel_<parameter> for each parameter the kernel declares (kernel_attr)
     "bias": Attr(bool, "the basis has a bias column"),
     "extra_columns": Attr(Names, "the extra (non-kernel) columns, e.g. 'x0 x0*x1'"),
     "dictionary": Attr(bool, "the kernel centres are a dictionary, not the training inputs"),
@@ -166,6 +162,20 @@ def _type_ok(value, kind) -> bool:
     return isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind in "biuf"
 
 
+def kernel_attr(name: str, kernel: str | None) -> Attr | None:
+    """The declaration of the attr ``kernel_<parameter>``: a parameter the registered kernel
+    ``kernel`` declares (``Kernel.parameters``), a number or a 1-D array; else None."""
+    from sparsebayes.models.kernels import registered_kernel
+
+    if kernel is None or not name.startswith("kernel_"):
+        return None
+    try:
+        meaning = registered_kernel(kernel).parameters.get(name.removeprefix("kernel_"))
+    except ValueError:  # not registered: the attr is undeclared
+        return None
+    return None if meaning is None else Attr((float, np.ndarray), meaning)
+
+
 def check_result(post: xr.DataTree, kinds=None) -> None:
     """``ContractError`` listing every way ``post`` breaks the contract: a required group or
     attr missing, a variable without its group's leading dims, an attr not declared in
@@ -187,7 +197,7 @@ def check_result(post: xr.DataTree, kinds=None) -> None:
         if name not in post.attrs:
             wrong.append(f"attr {name!r} missing")
     for name, value in post.attrs.items():
-        spec = ATTRS.get(name)
+        spec = ATTRS.get(name) or kernel_attr(name, post.attrs.get("kernel"))
         if spec is None:
             wrong.append(f"attr {name!r} not declared")
         elif not _type_ok(value, spec.type):

@@ -13,6 +13,7 @@ from .kernels import (
     LogBasis,
     PolynomialKernel,
     as_kernel,
+    register_kernel,
 )
 from .latent import RVMLatent
 from .priors import GammaPrior
@@ -40,6 +41,7 @@ __all__ = [
     "SparseBayesWarning",
     "as_kernel",
     "datasets",
+    "register_kernel",
 ]
 
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from .kernels import GaussianKernel, Kernel, kernel_from_spec
+from .kernels import Kernel, kernel_from_spec
 
-__all__ = ["Basis", "EXTRA_COLUMNS", "symmetric_kernel"]
+__all__ = ["Basis", "EXTRA_COLUMNS"]
 
 EXTRA_COLUMNS = ("linear", "quadratic")
 
@@ -125,7 +125,7 @@ class Basis:
             Phi[:, 0] = 1.0
         # Phi.T[off:off+m] is C-contiguous (m, n): fill K^T in place, no copy.
         block = Phi.T[off : off + self.n_kernel]
-        if symmetric_kernel(self.kernel):
+        if self.kernel.symmetric:
             self.kernel(self.centres, X, out=block)  # k(c, x) = k(x, c): K^T in place
         else:
             block[...] = self.kernel(X, self.centres).T
@@ -204,9 +204,3 @@ class Basis:
         mine = self.to_attrs()
         return all(k in attrs and np.array_equal(np.asarray(attrs[k]), np.asarray(v))
                    for k, v in mine.items())
-
-
-def symmetric_kernel(kernel: Kernel) -> bool:
-    """Kernels with k(x, c) = k(c, x), whose transpose block can be filled in place."""
-    return isinstance(kernel, GaussianKernel) or kernel.name in ("log", "linear", "poly",
-                                                                 "linear_spline")

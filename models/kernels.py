@@ -4,15 +4,18 @@ A kernel maps inputs ``X`` (n, d) and centres ``C`` (m, d) to the (n, m) matrix 
 function values ``K[n, m] = k(x_n, c_m)``. RVM kernels need not be Mercer kernels
 (Tipping 2001, §2): any function of an input and a centre is a valid basis.
 
-Every built-in kernel can be written to and read from a JSON-able ``spec`` so that a fitted
-posterior saved to netCDF can still predict.
+A kernel declares its parameters (``parameters``: name -> meaning), which are its fields,
+its ``spec`` (what a result stores as the attrs ``kernel_<parameter>``, so that a fitted
+posterior saved to netCDF can still predict) and its contract entries. A kernel defined
+outside the package becomes as much a citizen as the built-in ones through
+:func:`register_kernel`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -26,6 +29,8 @@ __all__ = [
     "CallableKernel",
     "as_kernel",
     "kernel_from_spec",
+    "register_kernel",
+    "registered_kernel",
     "sq_distances",
 ]
 
@@ -48,16 +53,31 @@ def sq_distances(X: np.ndarray, C: np.ndarray, out: np.ndarray | None = None) ->
 
 
 class Kernel:
-    """Base class: ``kernel(X, C, out=None)`` returns the (n, m) basis matrix."""
+    """Base class: ``kernel(X, C, out=None)`` returns the (n, m) basis matrix.
+
+    A subclass declares ``name`` (its registered name), ``parameters`` (each parameter's
+    name and meaning: fields of the kernel, stored in a result as ``kernel_<name>``, numbers
+    or 1-D arrays) and ``symmetric`` (``k(x, c) == k(c, x)``, which lets the evidence fill a
+    square block from its transpose)."""
 
     name: str = "kernel"
+    parameters: ClassVar[dict[str, str]] = {}
+    symmetric: ClassVar[bool] = False
 
     def __call__(self, X: np.ndarray, C: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         raise NotImplementedError
 
     def spec(self) -> dict[str, Any]:
-        """JSON-able description from which :func:`kernel_from_spec` rebuilds the kernel."""
-        raise NotImplementedError
+        """JSON-able description from which :func:`kernel_from_spec` rebuilds the kernel: its
+        name and declared parameters."""
+        return {"name": self.name, **{p: getattr(self, p) for p in self.parameters}}
+
+    def diagonal(self, X: np.ndarray, chunk: int = 256) -> np.ndarray:
+        """``k(x, x)`` for each row of ``X`` (RQ05's new basis function at its own centre)."""
+        out = np.empty(X.shape[0])
+        for lo in range(0, X.shape[0], chunk):
+            out[lo:lo + chunk] = np.diagonal(self(X[lo:lo + chunk], X[lo:lo + chunk]))
+        return out
 
     def tensor(self, X, C):
         """The same (n, m) basis matrix as a PyTensor expression of symbolic inputs ``X``
@@ -78,6 +98,9 @@ class GaussianKernelRecord(Kernel):
 
     width: float | tuple[float, ...]
     name: str = field(default="gaussian", init=False)
+    parameters: ClassVar[dict[str, str]] = {
+        "width": "Gaussian kernel width r: one, or one per input (ARD)"}
+    symmetric: ClassVar[bool] = True
 
     @property
     def eta(self) -> np.ndarray:
@@ -104,8 +127,8 @@ class GaussianKernelRecord(Kernel):
         np.negative(D, out=D)
         return np.exp(D, out=D)
 
-    def spec(self):
-        return {"name": self.name, "width": self.width}
+    def diagonal(self, X, chunk=256):
+        return np.ones(X.shape[0])
 
     def tensor(self, X, C):
         import pytensor.tensor as pt
@@ -138,6 +161,7 @@ class LinearSplineKernel(Kernel):
     ``1 + x c + x c m - (x + c) m^2 / 2 + m^3 / 3``."""
 
     name: str = field(default="linear_spline", init=False)
+    symmetric: ClassVar[bool] = True
 
     def check_inputs(self, n_features: int) -> None:
         if n_features != 1:
@@ -154,9 +178,6 @@ class LinearSplineKernel(Kernel):
         out[...] = K
         return out
 
-    def spec(self):
-        return {"name": self.name}
-
     def tensor(self, X, C):
         import pytensor.tensor as pt
 
@@ -172,13 +193,11 @@ class LogBasis(Kernel):
     """Non-localised basis ``log(1 + ||x - c||^2)`` (Rasmussen & Quiñonero-Candela 2005, Fig. 1)."""
 
     name: str = field(default="log", init=False)
+    symmetric: ClassVar[bool] = True
 
     def __call__(self, X, C, out=None):
         D = sq_distances(X, C, out=out)
         return np.log1p(D, out=D)
-
-    def spec(self):
-        return {"name": self.name}
 
     def tensor(self, X, C):
         import pytensor.tensor as pt
@@ -194,6 +213,10 @@ class PolynomialKernel(Kernel):
     gamma: float = 1.0
     coef0: float = 1.0
     name: str = field(default="poly", init=False)
+    parameters: ClassVar[dict[str, str]] = {"degree": "polynomial kernel degree",
+                                             "gamma": "polynomial kernel scale",
+                                             "coef0": "polynomial kernel offset"}
+    symmetric: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         if int(self.degree) != self.degree or self.degree < 1:
@@ -207,9 +230,6 @@ class PolynomialKernel(Kernel):
         K += self.coef0
         return np.power(K, self.degree, out=K)
 
-    def spec(self):
-        return {"name": self.name, "degree": self.degree, "gamma": self.gamma, "coef0": self.coef0}
-
     def tensor(self, X, C):
         return (self.gamma * (X @ C.T) + self.coef0) ** self.degree
 
@@ -219,12 +239,10 @@ class LinearKernel(Kernel):
     """Linear kernel ``x^T c``."""
 
     name: str = field(default="linear", init=False)
+    symmetric: ClassVar[bool] = True
 
     def __call__(self, X, C, out=None):
         return np.matmul(X, C.T, out=out)
-
-    def spec(self):
-        return {"name": self.name}
 
     def tensor(self, X, C):
         return X @ C.T
@@ -256,38 +274,94 @@ class CallableKernel(Kernel):
         return {"name": self.name}  # a user's function: not restorable from a result
 
 
-_REGISTRY: dict[str, type[Kernel]] = {
-    "gaussian": GaussianKernel,
-    "rbf": GaussianKernel,
-    "linear_spline": LinearSplineKernel,
-    "log": LogBasis,
-    "poly": PolynomialKernel,
-    "linear": LinearKernel,
-}
+_REGISTRY: dict[str, type[Kernel]] = {}
+
+
+def register_kernel(cls: type[Kernel] | None = None, *, aliases: tuple[str, ...] = ()):
+    """Register a :class:`Kernel` subclass under its ``name``, as a class decorator or a call.
+
+    ``as_kernel(name, **parameters)`` then builds it, and a result fitted with it passes the
+    result contract (its parameters as attrs ``kernel_<parameter>``), reloads from netCDF,
+    predicts and is refitted by leave-one-out from the file alone.
+
+    Parameters
+    ----------
+    cls : type
+        A :class:`Kernel` subclass declaring ``name`` (letters, digits, ``_``),
+        ``parameters`` (its fields: name -> meaning) and ``symmetric``.
+    aliases : tuple of str
+        Further names it is built by (the Gaussian kernel's ``"rbf"``).
+
+    Returns
+    -------
+    type
+        ``cls`` itself (or, without ``cls``, the decorator).
+
+    Examples
+    --------
+    See "A kernel of your own" in the model families guide (a Matérn 5/2).
+    """
+
+    def register(kernel_cls: type[Kernel]) -> type[Kernel]:
+        if not (isinstance(kernel_cls, type) and issubclass(kernel_cls, Kernel)):
+            raise TypeError(f"register_kernel takes a Kernel subclass, got {kernel_cls!r}")
+        name = kernel_cls.name
+        if not isinstance(name, str) or name in ("kernel", "callable") \
+                or not name.replace("_", "").isalnum():
+            raise ValueError(f"a registered kernel needs its own name (letters, digits, _): "
+                             f"{kernel_cls.__name__} has name {name!r}")
+        if not isinstance(kernel_cls.parameters, dict):
+            raise TypeError(f"{kernel_cls.__name__}.parameters must be a dict of parameter "
+                            "names to their meaning")
+        for key in (name, *aliases):
+            known = _REGISTRY.get(key)
+            if known is not None and known.__qualname__ != kernel_cls.__qualname__:
+                raise ValueError(f"kernel name {key!r} is taken by {known.__qualname__}")
+            _REGISTRY[key] = kernel_cls
+        return kernel_cls
+
+    return register if cls is None else register(cls)
+
+
+def registered_kernel(name: str) -> type[Kernel]:
+    """The kernel class registered as ``name`` (``ValueError`` naming the registered ones)."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown kernel {name!r}; choose one of {sorted(_REGISTRY)} or "
+                         "register yours with sparsebayes.models.register_kernel")
+    return _REGISTRY[name]
+
+
+register_kernel(GaussianKernel, aliases=("rbf",))
+for _cls in (LinearSplineKernel, LogBasis, PolynomialKernel, LinearKernel):
+    register_kernel(_cls)
 
 
 def as_kernel(kernel: Kernel | str | Callable, **params) -> Kernel:
-    """A :class:`Kernel` from an instance, a name ("rbf", "gaussian", "linear", "poly",
-    "linear_spline", "log") with parameters, or a callable ``k(X, C)``."""
+    """A :class:`Kernel` from an instance, a registered name ("rbf", "gaussian", "linear",
+    "poly", "linear_spline", "log", or yours) with parameters, or a callable ``k(X, C)``."""
     if isinstance(kernel, Kernel):
+        if not isinstance(kernel, CallableKernel) \
+                and _REGISTRY.get(kernel.name) is not type(kernel):
+            raise TypeError(
+                f"the kernel class {type(kernel).__name__} is not registered (as "
+                f"{kernel.name!r}): decorate it with sparsebayes.models.register_kernel, so "
+                "that a result fitted with it can be checked, saved and reloaded, or pass a "
+                "plain function k(X, C)")
         return kernel
     if isinstance(kernel, str):
-        if kernel not in _REGISTRY:
-            raise ValueError(f"unknown kernel {kernel!r}; choose one of {sorted(_REGISTRY)}")
-        return _REGISTRY[kernel](**params)
+        return registered_kernel(kernel)(**params)
     if callable(kernel):
         return CallableKernel(kernel)
     raise TypeError(f"kernel must be a Kernel, a name or a callable, got {type(kernel).__name__}")
 
 
 def kernel_from_spec(spec: dict[str, Any]) -> Kernel:
-    """Inverse of :meth:`Kernel.spec` for the built-in kernels."""
+    """Inverse of :meth:`Kernel.spec` for the registered kernels."""
     params = {k: v for k, v in spec.items() if k != "name"}
     if spec["name"] == "callable":
         raise ValueError(
             "this posterior was fitted with a user callable kernel, which cannot be restored "
             "from its saved description; pass problem=... to predict"
         )
-    if isinstance(params.get("width"), list):
-        params["width"] = tuple(params["width"])
+    params = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items()}
     return as_kernel(spec["name"], **params)

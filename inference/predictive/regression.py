@@ -266,18 +266,6 @@ def predict_samples(post: xr.DataTree, X_new, max_draws: int | None = 2000
     return samples_predictive(design(post, X_new), w[keep], beta[keep])
 
 
-def _kernel_diag(kernel, X: np.ndarray, chunk: int = 256) -> np.ndarray:
-    """``k(x, x)`` for each row of X: the new basis function at its own centre."""
-    from sparsebayes.models.kernels import GaussianKernel
-
-    if isinstance(kernel, GaussianKernel):
-        return np.ones(X.shape[0])
-    out = np.empty(X.shape[0])
-    for lo in range(0, X.shape[0], chunk):
-        out[lo:lo + chunk] = np.diagonal(kernel(X[lo:lo + chunk], X[lo:lo + chunk]))
-    return out
-
-
 def _star_terms(Phi_new, P, Kt, kk, k_ss, mu, Sigma, beta, alpha_star):
     """RQ05 eqs. 4, 6-7 at a block of test points, given ``P = Phi^T phi_*``,
     ``Kt = phi_*^T t`` and ``kk = phi_*^T phi_*`` (one column / entry per test point)."""
@@ -371,7 +359,7 @@ def _rvm_star_blocks(basis, columns, X, t, Phi, X_new, moments, alpha_star, chun
         K_star = basis.kernel(X, Xc)  # (N, n): phi_* at the training inputs
         P = Phi.T @ K_star
         Kt, kk = K_star.T @ t, np.einsum("ij,ij->j", K_star, K_star)
-        k_ss = _kernel_diag(basis.kernel, Xc)
+        k_ss = basis.kernel.diagonal(Xc)
         Phi_new = basis.design(Xc, columns=columns)
         for j, (mu, Sigma, beta) in enumerate(moments):
             means[j, lo:lo + chunk], vars_[j, lo:lo + chunk] = _star_terms(

@@ -24,7 +24,7 @@ import xarray as xr
 from scipy import optimize
 
 from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning, RVMRegression
-from sparsebayes.models.basis import Basis, symmetric_kernel
+from sparsebayes.models.basis import Basis
 from sparsebayes.models.kernels import GaussianKernel
 
 from ..numerics import (
@@ -599,7 +599,7 @@ def _symmetric_block(basis: Basis, X: np.ndarray) -> tuple[int, int] | None:
     """Columns of the design whose N x N block is symmetric: a symmetric kernel
     (``k(x, c) = k(c, x)``) centred on exactly the training inputs."""
     C = basis.centres
-    if (C.shape != X.shape or not symmetric_kernel(basis.kernel)
+    if (C.shape != X.shape or not basis.kernel.symmetric
             or not (C is X or np.array_equal(C, X))):
         return None
     return basis.kernel_offset, basis.kernel_offset + basis.n_kernel
