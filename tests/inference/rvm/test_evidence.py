@@ -459,3 +459,18 @@ def test_mackay_on_a_badly_scaled_design():
         direct_log_evidence(Phi, t, g["alpha"].values, float(g["beta"])), rel=1e-6)
     assert post.attrs["log_evidence"] >= fast.attrs["log_evidence"] - 1e-6
     assert np.all(np.isfinite(predict(post, X[:10]).mean))
+
+
+def test_skipped_duplicate_columns_name_a_cause_the_kernel_can_have():
+    """Noise-free sinc on T01's linear-spline kernel (notebook 01): a column in the span of
+    the model's is skipped with a warning; the spline has no width, so the cause named is
+    not "a kernel width far too large"."""
+    from sparsebayes.models import LinearSplineKernel, NumericalWarning
+
+    x = np.linspace(-10, 10, 100)
+    problem = RVMRegression(x[:, None] + 10, np.sinc(x / np.pi), kernel=LinearSplineKernel(),
+                            noise_sd=0.01)
+    with pytest.warns(NumericalWarning, match="numerical duplicates") as record:
+        fit(problem, "evidence", seed=0)
+    text = " ".join(str(w.message) for w in record)
+    assert "combinations of others" in text and "width" not in text
