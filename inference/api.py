@@ -20,7 +20,7 @@ from sparsebayes.models.priors import PRIOR_NAMES
 from sparsebayes.models.pymc_models import check_form
 
 from . import families, groups, progress
-from .contract import check_result
+from .contract import FLAG_OPTIONS, check_result, option_attrs
 from .numerics import check_positive_int, show_progress, unknown_names
 from .results import library_versions
 from .rvm import evidence, vrvm_classification, widths
@@ -115,7 +115,7 @@ OPTION_CHECKS: dict[str, Callable[[str, Any, dict[str, Any]], None]] = {
     "alpha": _choice("per-class", "shared"),
     "softmax_bound": _choice(*vrvm_classification.SOFTMAX_BOUNDS),
     "backend": _choice("numpy", "pytensor"),
-    **dict.fromkeys(("collapsed", "warn", "local_search", *_FIT_OWN), _flag),
+    **dict.fromkeys(FLAG_OPTIONS, _flag),
     "progressbar": lambda name, value, options: show_progress(value),
     "prior": _prior,
     "width_bounds": lambda name, value, options: evidence.check_width_bounds(value),
@@ -212,6 +212,7 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
         default_predict_kind=family.predict_kind(method),
     )
     post.attrs["converged"] = int(bool(post.attrs.get("converged", 1)))
+    post.attrs.update(option_attrs(options))  # what refits of it repeat
     if family.weights:  # the evidence methods' prior: the problem's
         post.attrs.setdefault("prior", (problem.prior or GammaPrior()).as_array())
     if posterior_predictive or prior_predictive:

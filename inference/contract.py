@@ -15,7 +15,8 @@ import numpy as np
 import xarray as xr
 
 __all__ = ["Attr", "Names", "ATTRS", "REQUIRED_ATTRS", "GROUPS", "REQUIRED_GROUPS",
-           "HYPERPARAMETERS", "DRAWN", "check_result", "ContractError"]
+           "HYPERPARAMETERS", "DRAWN", "check_result", "ContractError", "option_attrs",
+           "options_from_attrs", "FLAG_OPTIONS", "NOT_REPEATED"]
 
 
 class Names(str):
@@ -63,7 +64,8 @@ ATTRS: dict[str, Attr] = {
     "hyperparameters": Attr(str, "what the hyperparameters are: one of HYPERPARAMETERS"),
     # the basis of an RVM (Basis.to_attrs)
     "kernel": Attr(str, "the kernel's name"),
-    # and kernel_<parameter> for each parameter the kernel declares (kernel_attr)
+    # and kernel_<parameter> for each parameter the kernel declares (kernel_attr), and
+    # option_<name> for each option passed to fit that a refit repeats (option_attrs)
     "bias": Attr(bool, "the basis has a bias column"),
     "extra_columns": Attr(Names, "the extra (non-kernel) columns, e.g. 'x0 x0*x1'"),
     "dictionary": Attr(bool, "the kernel centres are a dictionary, not the training inputs"),
@@ -122,6 +124,8 @@ ATTRS: dict[str, Attr] = {
     "log_likelihood_omitted": Attr(str, "why there is no log_likelihood group: 'size' (too "
                                         "large to hold) or 'latent' (draws of a Laplace q(f))"),
 }
+#: the declaration of every attr ``option_<name>`` (option_attrs)
+OPTION = Attr((float, str), "an option passed to fit, which refits of the result repeat")
 REQUIRED_ATTRS = ("problem_kind", "method", "seed", "wall_time", "converged", "versions",
                   "default_predict_kind", "hyperparameters")
 
@@ -162,6 +166,42 @@ def _type_ok(value, kind) -> bool:
     return isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind in "biuf"
 
 
+#: fit options a refit does not repeat: presentation, resources, and fit's own groups
+NOT_REPEATED = ("progressbar", "warn", "cores", "max_seconds", "posterior_predictive",
+                "prior_predictive")
+#: fit options that are flags (stored as 0/1, read back as bool)
+FLAG_OPTIONS = ("collapsed", "warn", "local_search", "posterior_predictive", "prior_predictive")
+
+
+def option_attrs(options: dict) -> dict:
+    """The options passed to ``fit`` that a refit of its result repeats (leave-one-out,
+    K-fold), as attrs ``option_<name>``: numbers, flags (0/1) and short names. Options of
+    other types (a prior object, width bounds) are not stored; a refit takes the method's
+    default for them."""
+    out = {}
+    for name, value in options.items():
+        if name in NOT_REPEATED or value is None:
+            continue
+        if isinstance(value, bool | np.bool_):
+            out[f"option_{name}"] = int(value)
+        elif isinstance(value, int | float | np.integer | np.floating):
+            out[f"option_{name}"] = value.item() if isinstance(value, np.generic) else value
+        elif isinstance(value, str) and NAME.fullmatch(value):
+            out[f"option_{name}"] = value
+    return out
+
+
+def options_from_attrs(attrs) -> dict:
+    """The fit options :func:`option_attrs` stored in a result's attrs, flags as bool."""
+    out = {}
+    for key, value in attrs.items():
+        if key.startswith("option_"):
+            name = key.removeprefix("option_")
+            value = value.item() if isinstance(value, np.generic) else value
+            out[name] = bool(value) if name in FLAG_OPTIONS else value
+    return out
+
+
 def kernel_attr(name: str, kernel: str | None) -> Attr | None:
     """The declaration of the attr ``kernel_<parameter>``: a parameter the registered kernel
     ``kernel`` declares (``Kernel.parameters``), a number or a 1-D array; else None."""
@@ -197,7 +237,8 @@ def check_result(post: xr.DataTree, kinds=None) -> None:
         if name not in post.attrs:
             wrong.append(f"attr {name!r} missing")
     for name, value in post.attrs.items():
-        spec = ATTRS.get(name) or kernel_attr(name, post.attrs.get("kernel"))
+        spec = ATTRS.get(name) or kernel_attr(name, post.attrs.get("kernel")) or (
+            OPTION if name.startswith("option_") else None)
         if spec is None:
             wrong.append(f"attr {name!r} not declared")
         elif not _type_ok(value, spec.type):

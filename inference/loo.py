@@ -48,6 +48,7 @@ from arviz_stats.utils import ELPDDataLOO, ELPDDataLOOSubsample
 
 from sparsebayes.models import NumericalWarning
 
+from .contract import options_from_attrs
 from .families import FAMILIES, REGISTERED, family_of
 from .gp.families import gp_loo_logpdf
 from .numerics import gaussian_loo_logpdf, show_progress, warn_user
@@ -126,11 +127,11 @@ class _Refits:
 
 
 def refit_options(post: xr.DataTree) -> dict:
-    """The options a cold refit of ``post`` repeats: its seed, and for sampled and
-    variational results the chains and draws it holds (the method's other options at their
-    defaults)."""
+    """The options a cold refit of ``post`` repeats: its seed, the options passed to its fit
+    (``options_from_attrs``), and for sampled and variational results the chains and draws
+    it holds."""
     seed = int(post.attrs.get("seed", -1))
-    options = {"seed": None if seed < 0 else seed}
+    options = {**options_from_attrs(post.attrs), "seed": None if seed < 0 else seed}
     if post.attrs.get("method") in SAMPLED_METHODS:
         options.update(chains=int(post["posterior"].sizes["chain"]),
                        draws=int(post["posterior"].sizes["draw"]))

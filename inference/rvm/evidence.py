@@ -27,6 +27,7 @@ from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning,
 from sparsebayes.models.basis import Basis
 from sparsebayes.models.kernels import GaussianKernel
 
+from ..contract import options_from_attrs
 from ..numerics import (
     evidence_from_factor,
     gaussian_draws,
@@ -781,16 +782,20 @@ class EvidenceRefits:
     a dictionary's ``G`` costs O(M^2) per refit. The candidate basis is the fit's (LOO
     leaves out a target, not a column). :meth:`fold` returns the refit's predictive log
     density (T01 eqs. 21-22) at the rows left out. Widths learned by the evidence are not
-    re-learned here (see ``warm_refits_supported``)."""
+    re-learned here (see ``warm_refits_supported``). ``max_iter``, ``tol``,
+    ``local_search``: default, the fit's (as passed to it, else the method's defaults)."""
 
     def __init__(self, post: xr.DataTree, *, max_iter: int | None = None,
-                 tol: float = 1e-6, local_search: bool | None = None) -> None:
+                 tol: float | None = None, local_search: bool | None = None) -> None:
         if int(post.attrs.get("learn_width", 0)):
             raise ValueError("warm refits hold the basis fixed; a result with learned widths "
                              "is refitted cold")
         self.fast = post.attrs["method"] == "evidence"
-        self.max_iter = max_iter or (10000 if self.fast else 5000)
-        self.tol, self.local_search = tol, local_search
+        fitted = options_from_attrs(post.attrs)  # the options passed to the fit, if any
+        self.max_iter = max_iter or fitted.get("max_iter", 10000 if self.fast else 5000)
+        self.tol = tol or fitted.get("tol", 1e-6)
+        self.local_search = fitted.get("local_search") if local_search is None \
+            else local_search
         const = post["constant_data"]
         self.X = const["X"].values
         self.t = post["observed_data"]["t"].values

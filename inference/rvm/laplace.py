@@ -41,6 +41,7 @@ from scipy import linalg, optimize
 from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning, RVMClassification
 from sparsebayes.models.basis import Basis
 
+from ..contract import options_from_attrs
 from ..likelihoods import (
     Bernoulli,
     Likelihood,
@@ -814,7 +815,8 @@ class LaplaceRefits:
     width search from the fitted width and model on the kept rows, whose design it rebuilds
     (the width changes it). The refit keeps all K classes even if a class has no kept row.
 
-    ``max_iter``, ``tol``, ``alpha_min``: the fit's options (default: its defaults).
+    ``max_iter``, ``tol``, ``alpha_min``: default, the fit's (as passed to it, else the
+    method's defaults).
 
     Another one-output likelihood's family subclasses it with its ``problem_type``,
     :meth:`likelihood`, :meth:`problem_on` and :meth:`fold_logpdf`."""
@@ -822,7 +824,7 @@ class LaplaceRefits:
     problem_type = RVMClassification
 
     def __init__(self, post: xr.DataTree, *, max_iter: int | None = None,
-                 tol: float | None = None, alpha_min: float = ALPHA_MIN) -> None:
+                 tol: float | None = None, alpha_min: float | None = None) -> None:
         if not isinstance(post, xr.DataTree) or \
                 post.attrs.get("problem_kind") != self.problem_type.kind:
             raise TypeError(f"post must be an {self.problem_type.__name__} result of fit")
@@ -832,8 +834,12 @@ class LaplaceRefits:
                              f"got {method!r}")
         fast = method == "evidence"
         self.algorithm = "fast" if fast else "mackay"
-        self.max_iter = (10000 if fast else 5000) if max_iter is None else max_iter
-        self.tol = (1e-3 if fast else 1e-6) if tol is None else tol
+        fitted = options_from_attrs(post.attrs)  # the options passed to the fit, if any
+        max_iter = fitted.get("max_iter", 10000 if fast else 5000) if max_iter is None \
+            else max_iter
+        tol = fitted.get("tol", 1e-3 if fast else 1e-6) if tol is None else tol
+        alpha_min = fitted.get("alpha_min", ALPHA_MIN) if alpha_min is None else alpha_min
+        self.max_iter, self.tol = max_iter, tol
         if not isinstance(self.max_iter, int | np.integer) or self.max_iter <= 0:
             raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
         if not self.tol > 0:

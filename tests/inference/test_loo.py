@@ -22,7 +22,9 @@ from sparsebayes.models import (
     GaussianKernel,
     GPRegression,
     NumericalWarning,
+    RVMClassification,
     RVMRegression,
+    datasets,
 )
 
 
@@ -337,3 +339,44 @@ def test_psis_loo_of_an_approximation_far_from_the_posterior_warns():
         res = loo(post, "psis")
     assert res.estimator == "psis"
     assert int(np.sum(np.asarray(res.pareto_k) > res.good_k)) > 0
+
+
+def test_refits_repeat_the_options_the_fit_was_given(tmp_path):
+    """A fit stores the options passed to it (``option_<name>`` attrs, through netCDF), and
+    its leave-one-out refits, cold and warm, repeat them instead of the method's defaults:
+    the cold refit of one row equals a fit by hand with the same options, and differs from
+    one at the defaults (the fit stopped after 3 iterations)."""
+    import xarray as xr
+
+    from sparsebayes.inference.loo import cold_refit, observed_logpdf, training_problem
+    from sparsebayes.inference.rvm.evidence import EvidenceRefits
+    from sparsebayes.inference.rvm.laplace import LaplaceRefits
+
+    X, t = datasets.sinc(n=80, noise="gaussian", noise_scale=0.1, seed=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = fit(RVMRegression(X, t, kernel=GaussianKernel(2.0)), "evidence", seed=3,
+                   max_iter=3, tol=1e-3, local_search=False)
+    assert (post.attrs["option_max_iter"], post.attrs["option_tol"],
+            post.attrs["option_local_search"]) == (3, 1e-3, 0)
+    path = tmp_path / "post.nc"
+    post.to_netcdf(path, engine="h5netcdf")
+    back = xr.open_datatree(path, engine="h5netcdf").load()
+    keep = np.arange(t.size) != 5
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got, _ = cold_refit(back, [5])
+        by_hand = {opts: observed_logpdf(predict(fit(training_problem(post, keep), "evidence",
+                                                     seed=3, **dict(opts)), X[[5]]), t[[5]])
+                   for opts in ((("max_iter", 3), ("tol", 1e-3), ("local_search", False)), ())}
+    opts = (("max_iter", 3), ("tol", 1e-3), ("local_search", False))
+    assert got[0] == pytest.approx(by_hand[opts][0], rel=1e-12)
+    assert abs(by_hand[opts][0] - by_hand[()][0]) > 1e-6  # the options matter here
+    warm = EvidenceRefits(back)
+    assert (warm.max_iter, warm.tol, warm.local_search) == (3, 1e-3, False)
+
+    Xc, yc = datasets.ripley_mixture(60, seed=2)
+    cls = fit(RVMClassification(Xc, yc, kernel=GaussianKernel(0.5)), "evidence", seed=0,
+              tol=1e-4, alpha_min=1e-8)
+    refits = LaplaceRefits(cls)
+    assert (refits.tol, refits.alpha_min) == (1e-4, 1e-8)
