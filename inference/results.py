@@ -19,7 +19,7 @@ import numpy as np
 import xarray as xr
 from xarray.indexes import PandasIndex
 
-from sparsebayes.models import Basis, GammaPrior, GaussianKernel
+from sparsebayes.models import Basis, GammaPrior
 
 from .contract import DRAWN
 from .numerics import LOG_2PI, gaussian_draws
@@ -277,7 +277,7 @@ def classification_datatree(problem, basis: Basis, lik, *, theta: np.ndarray, Si
         "alpha_pruned": ALPHA_PRUNED,
         **attrs,
     }
-    if isinstance(basis.kernel, GaussianKernel):
+    if "width" in basis.kernel.parameters:
         attrs["width"] = np.atleast_1d(np.asarray(basis.kernel.width, dtype=float))
     big = ALPHA_PRUNED
     if K == 1:

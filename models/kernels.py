@@ -13,6 +13,7 @@ outside the package becomes as much a citizen as the built-in ones through
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -79,6 +80,32 @@ class Kernel:
             out[lo:lo + chunk] = np.diagonal(self(X[lo:lo + chunk], X[lo:lo + chunk]))
         return out
 
+    @property
+    def learns_width(self) -> bool:
+        """Whether the evidence can learn this kernel's ``width`` (``learn_width=True``): it
+        declares a ``width`` parameter and implements :meth:`log_width_gradient`."""
+        return "width" in self.parameters and \
+            type(self).log_width_gradient is not Kernel.log_width_gradient
+
+    @property
+    def is_ard(self) -> bool:
+        """One width per input (ARD, T01 eq. 31) rather than one for all."""
+        return "width" in self.parameters and not np.isscalar(self.width)
+
+    def with_width(self, width) -> Kernel:
+        """The same kernel at another ``width`` (a scalar, or one per input for ARD)."""
+        return dataclasses.replace(self, width=width)
+
+    def log_width_gradient(self, X: np.ndarray, C: np.ndarray, K: np.ndarray,
+                           dK: np.ndarray) -> np.ndarray:
+        """``dL/d ln width`` of an objective ``L`` whose gradient in the basis matrix ``K =
+        k(X, C)`` is ``dK`` (the chain rule of T01 App. C, eqs. 53-57, through the kernel):
+        one entry for a scalar width, one per input for ARD. A kernel whose width the
+        evidence learns implements it."""
+        raise NotImplementedError(
+            f"the {self.name!r} kernel declares no width gradient, so learn_width=True "
+            "cannot move its width; implement log_width_gradient(X, C, K, dK)")
+
     def tensor(self, X, C):
         """The same (n, m) basis matrix as a PyTensor expression of symbolic inputs ``X``
         (so a PyMC model builds ``Phi`` inside its graph and ``pm.set_data`` predicts out of
@@ -107,12 +134,15 @@ class GaussianKernelRecord(Kernel):
         """Input scales ``eta = width**-2`` (scalar array or one per dimension)."""
         return np.asarray(self.width, dtype=float) ** -2
 
-    @property
-    def is_ard(self) -> bool:
-        return not isinstance(self.width, float)
-
     def with_width(self, width) -> GaussianKernel:
         return GaussianKernel(width=width)
+
+    def log_width_gradient(self, X, C, K, dK):
+        """``dK * dK/d eta_d = -dK K (x_d - c_d)^2`` summed (T01 eqs. 56-57) with
+        ``eta = r^-2``, then ``d/d ln r = -2 eta d/d eta`` (summed over the inputs for one
+        width)."""
+        g = -2.0 * self.eta * _eta_gradient(dK * K, X, C)
+        return g if self.is_ard else np.array([g.sum()])
 
     def check_inputs(self, n_features: int) -> None:
         if self.is_ard and len(self.width) != n_features:
@@ -136,6 +166,16 @@ class GaussianKernelRecord(Kernel):
         scale = np.sqrt(self.eta)
         D = pt.sum((X[:, None, :] * scale - (C * scale)[None, :, :]) ** 2, axis=-1)
         return pt.exp(-D)
+
+
+def _eta_gradient(W: np.ndarray, X: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """``-sum_nm W_nm (x_nd - c_md)^2`` for every input ``d``, expanded as ``sum_n x_nd^2
+    (W 1)_n - 2 sum_n x_nd (W C)_nd + sum_m c_md^2 (W^T 1)_m``: one product ``W C`` for
+    every input, with ``x`` and ``c`` taken from their common mean (less cancellation)."""
+    shift = X.mean(axis=0)
+    Xs, Cs = X - shift, C - shift
+    return -(Xs**2).T @ W.sum(axis=1) + 2.0 * np.einsum("nd,nd->d", Xs, W @ Cs) \
+        - (Cs**2).T @ W.sum(axis=0)
 
 
 class GaussianKernel(GaussianKernelRecord):

@@ -22,7 +22,7 @@ from .checks import (
     check_targets,
     is_dask,
 )
-from .kernels import GaussianKernel, Kernel, as_kernel
+from .kernels import Kernel, as_kernel
 from .priors import PRIOR_NAMES, GammaPrior, resolve_prior
 
 __all__ = ["RVMRegression", "RVMClassification", "RVMPoissonRegression"]
@@ -138,8 +138,10 @@ def _checked_common(X, kernel, bias, extra_columns, prior, learn_width, centres)
         raise TypeError(f"prior must be a GammaPrior, a prior name ({', '.join(PRIOR_NAMES)}) "
                         f"or None, got {type(prior).__name__}")
     extra = tuple(extra_columns)
-    if learn_width and not isinstance(kernel, GaussianKernel):
-        raise ValueError("learn_width=True needs a GaussianKernel")
+    if learn_width and not kernel.learns_width:
+        raise ValueError(f"learn_width=True needs a kernel with a width gradient; the "
+                         f"{kernel.name!r} kernel declares none (GaussianKernel has one; "
+                         "a kernel of your own implements Kernel.log_width_gradient)")
     if centres is None and is_dask(X):
         raise ValueError("a Dask array X needs a basis dictionary: pass centres=M (k-means) "
                          "or an (M, d) array; the classic RVM (a kernel at every training "

@@ -147,6 +147,22 @@ def test_no_branching_on_kind_strings():
     assert len(found) <= 3, "\n".join(found)
 
 
+def test_no_branching_on_kernel_classes():
+    """No ``isinstance(x, <a built-in kernel class>)`` outside ``models/kernels.py``: what a
+    kernel can do (a width, its gradient, its diagonal, symmetry) it declares itself, so a
+    kernel registered from outside is served the same way."""
+    from sparsebayes.models import kernels
+
+    names = {n for n in kernels.__all__ if isinstance(getattr(kernels, n), type)
+             and issubclass(getattr(kernels, n), kernels.Kernel)} - {"Kernel", "CallableKernel"}
+    found = [f"{path}:{node.lineno}" for path, node in _nodes()
+             if path.name != "kernels.py" and isinstance(node, ast.Call)
+             and isinstance(node.func, ast.Name) and node.func.id == "isinstance"
+             and len(node.args) == 2 and names & {n.id for n in ast.walk(node.args[1])
+                                                   if isinstance(n, ast.Name)}]
+    assert "GaussianKernel" in names and not found, "\n".join(found)
+
+
 def test_frozen_records_are_not_mutated():
     found = [f"{path}:{node.lineno}" for path, node in _nodes()
              if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)

@@ -25,7 +25,6 @@ from scipy import optimize
 
 from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning, RVMRegression
 from sparsebayes.models.basis import Basis
-from sparsebayes.models.kernels import GaussianKernel
 
 from ..contract import options_from_attrs
 from ..numerics import (
@@ -60,8 +59,6 @@ from .sequential import (
 from .statistics import GramStatistics, check_memory, chunk_rows, gram_statistics
 from .widths import (
     default_width_bounds,
-    eta_gradient,
-    log_width_gradient,
     with_log_width,
 )
 
@@ -395,24 +392,23 @@ def _converge_fast(data, prior, beta, estimate_noise, beta_max, max_iter, tol, w
 
 
 def _width_gradient(b: Basis, X, t, cols, mu, Sigma, beta: float) -> np.ndarray:
-    """``dL/d eta_k`` over the input scales ``eta_k = r_k^-2`` of the columns ``cols`` of
-    basis ``b`` at weight posterior (``mu``, ``Sigma``): T01 App. C eqs. (53)-(57),
-    ``-sum_nm D_nm phi_nm (x_nk - c_mk)^2`` with ``D = beta [(t - Phi mu) mu^T - Phi Sigma]``
-    (kernel columns only), in row chunks so the N x M_t design is never held."""
+    """``dL/d ln r`` over the kernel widths of the columns ``cols`` of basis ``b`` at weight
+    posterior (``mu``, ``Sigma``): T01 App. C eqs. (53)-(57), ``dL/dPhi = D = beta [(t - Phi
+    mu) mu^T - Phi Sigma]`` (kernel columns only) through the kernel's own
+    ``log_width_gradient``, in row chunks so the N x M_t design is never held."""
     kidx = b.kernel_index()[cols]
     kern = np.flatnonzero(kidx >= 0)
-    grad_eta = np.zeros(X.shape[1])
+    grad = np.zeros(np.size(b.kernel.width))
     if not kern.size:
-        return grad_eta
+        return grad
     C = b.centres[kidx[kern]]
     step = chunk_rows(cols.size * (X.shape[1] + 2))
     for lo in range(0, X.shape[0], step):
         Xc, tc = X[lo : lo + step], t[lo : lo + step]
         Phi = b.design(Xc, columns=cols)
         D = beta * (np.outer(tc - Phi @ mu, mu[kern]) - Phi @ Sigma[:, kern])
-        W = D * Phi[:, kern]
-        grad_eta += eta_gradient(W, Xc, C)
-    return grad_eta
+        grad += b.kernel.log_width_gradient(Xc, C, Phi[:, kern], D)
+    return grad
 
 
 def _joint_objective(p, basis, X, t, cols, n_width: int, beta_fixed: float | None):
@@ -429,7 +425,7 @@ def _joint_objective(p, basis, X, t, cols, n_width: int, beta_fixed: float | Non
     mu, Sigma, L = gram_weight_posterior(stats.G, stats.Phit, alpha, beta)
     rss = stats.rss(np.arange(cols.size), mu)
     value = evidence_from_factor(stats.n, beta, alpha, L, rss, mu)
-    grad = [log_width_gradient(b.kernel, _width_gradient(b, X, t, cols, mu, Sigma, beta)),
+    grad = [_width_gradient(b, X, t, cols, mu, Sigma, beta),
             0.5 * (1.0 - alpha * (mu**2 + np.diag(Sigma)))]
     if beta_fixed is None:
         grad.append([0.5 * (stats.n - beta * (rss + np.sum(Sigma * stats.G)))])
@@ -492,7 +488,7 @@ def _tied_objective(p, kernel, basis, X, t, cols, scale=None, width_grad=True):
     value = evidence_from_factor(stats.n, beta, alpha, L, rss, mu)
     g_w = np.zeros(X.shape[1])
     if width_grad:
-        g_w = log_width_gradient(b.kernel, _width_gradient(b, X, t, cols, mu, Sigma, beta))
+        g_w = _width_gradient(b, X, t, cols, mu, Sigma, beta)
     e = 1.0 - alpha * (mu**2 + np.diag(Sigma))
     g_beta = 0.5 * (stats.n - beta * (rss + np.sum(Sigma * stats.G)) + e.sum())
     grad = np.concatenate([[g_w.sum()] if scale is not None else g_w,
@@ -937,7 +933,7 @@ def _to_datatree(problem, sol: _Solution, *, method: str, seed, draws: int, chai
     }
     if loglik is None:
         attrs["log_likelihood_omitted"] = "size"  # more values than POINTWISE_MAX
-    if isinstance(kernel, GaussianKernel):
+    if "width" in kernel.parameters:
         attrs["width"] = np.atleast_1d(np.asarray(kernel.width, dtype=float))
     if problem.learn_width:
         attrs["width_rounds"] = int(sol.width_rounds)

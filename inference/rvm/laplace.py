@@ -58,7 +58,7 @@ from . import compiled
 from .mackay import mackay_update
 from .sequential import BlockProducts, DenseProducts, Policy, SequentialSparseBayes
 from .statistics import check_memory
-from .widths import eta_gradient, log_width_gradient, with_log_width
+from .widths import with_log_width
 
 __all__ = [
     "Laplace",
@@ -260,14 +260,15 @@ def _evidence_dPhi(Phi_act: np.ndarray, cls: np.ndarray, lik, lap: Laplace) -> n
     return E
 
 
-def laplace_width_gradient(Phi_act: np.ndarray, centres: np.ndarray, X: np.ndarray,
+def laplace_width_gradient(kernel, Phi_act: np.ndarray, centres: np.ndarray, X: np.ndarray,
                            is_kernel: np.ndarray, cls: np.ndarray, lik, lap: Laplace
                            ) -> np.ndarray:
-    """``d ln p(t|alpha) / d eta_d`` for Gaussian columns ``exp(-sum_d eta_d (x_d - c_d)^2)``
-    (T01 eqs. 56-57 with the Laplace ``E`` of :func:`_evidence_dPhi`); ``centres`` are the
-    centres of the kernel pairs (rows where ``is_kernel``)."""
+    """``d ln p(t|alpha) / d ln width`` of ``kernel``'s columns (T01 eqs. 56-57 with the
+    Laplace ``E = dL/dPhi`` of :func:`_evidence_dPhi`, through the kernel's own
+    ``log_width_gradient``); ``centres`` are the centres of the kernel pairs (rows where
+    ``is_kernel``)."""
     E = _evidence_dPhi(Phi_act, cls, lik, lap)
-    return eta_gradient((E * Phi_act)[:, is_kernel], X, centres)
+    return kernel.log_width_gradient(X, centres, Phi_act[:, is_kernel], E[:, is_kernel])
 
 
 # --------------------------------------------------------------------------------------------
@@ -623,16 +624,16 @@ def _squarem_step(x0, x1, x2, max_jump: float = 0.25):
 
 def _width_objective(log_width, basis, X, lik, cols, cls, alpha, cache):
     """Minus the Laplace evidence over log Gaussian widths at fixed alpha, and its gradient
-    (:func:`~.widths.log_width_gradient`)."""
+    (:func:`laplace_width_gradient`)."""
     b = with_log_width(basis, log_width)
     Phi_act = b.design(X, columns=cols)
     lap = _mode(Phi_act, cls, lik, alpha, cache["theta"], gtol=1e-11)
     cache["theta"] = lap.theta
     cidx = b.kernel_index()[cols]
     is_kernel = cidx >= 0
-    grad_eta = laplace_width_gradient(Phi_act, b.centres[cidx[is_kernel]], X, is_kernel, cls,
-                                      lik, lap)
-    return -lap.log_evidence, -log_width_gradient(b.kernel, grad_eta)
+    grad = laplace_width_gradient(b.kernel, Phi_act, b.centres[cidx[is_kernel]], X, is_kernel,
+                                  cls, lik, lap)
+    return -lap.log_evidence, -grad
 
 
 def check_classes(problem) -> None:

@@ -1,13 +1,12 @@
-"""Gaussian kernel widths: their scale against the inputs' nearest-neighbour spacing (bounds
-of a learned width, warnings for a fixed one) and the chain rule that takes the evidence's
-gradient in the input scales ``eta_d = r_d^-2`` (Tipping 2001, App. C, eqs. 53-57) to the
-log widths ``ln r_d`` that L-BFGS-B moves."""
+"""Kernel widths: their scale against the inputs' nearest-neighbour spacing (bounds of a
+learned width, warnings for a fixed one) and the log widths ``ln r_d`` that L-BFGS-B moves
+(the gradient in them is the kernel's own, ``Kernel.log_width_gradient``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from sparsebayes.models import GaussianKernel, NumericalWarning
+from sparsebayes.models import NumericalWarning
 from sparsebayes.models.basis import Basis
 from sparsebayes.models.kernels import sq_distances
 
@@ -15,8 +14,7 @@ from ..numerics import warn_user
 
 __all__ = ["WIDE_FACTOR", "NARROW_SPACING", "median_nn_distance", "check_width",
            "default_width_bounds", "estimator_width_range", "estimator_ard_bounds",
-           "with_log_width",
-           "log_width_gradient", "eta_gradient"]
+           "with_log_width"]
 
 WIDE_FACTOR = 100.0  # width > 100 x the input range: the columns are nearly constant
 NARROW_SPACING = 5.0  # median neighbour > 5 widths away: a basis is exp(-25) there
@@ -61,7 +59,7 @@ def check_width(problem) -> None:
 
     A learned width (``learn_width``) is not checked: the given one is only its start."""
     kernel = problem.kernel
-    if not isinstance(kernel, GaussianKernel) or problem.learn_width:
+    if "width" not in kernel.parameters or problem.learn_width:
         return
     X = problem.X if problem.centres is None else problem.centres
     width = np.asarray(kernel.width, dtype=float)
@@ -154,28 +152,8 @@ def estimator_ard_bounds(X: np.ndarray) -> np.ndarray:
 
 
 def with_log_width(basis: Basis, log_width: np.ndarray) -> Basis:
-    """``basis`` with its Gaussian kernel at widths ``exp(log_width)`` (one entry for an
+    """``basis`` with its kernel at widths ``exp(log_width)`` (one entry for an
     isotropic kernel, one per input for ARD)."""
     width = np.exp(log_width)
     kernel = basis.kernel
     return basis.with_kernel(kernel.with_width(width if kernel.is_ard else float(width[0])))
-
-
-def log_width_gradient(kernel: GaussianKernel, grad_eta: np.ndarray) -> np.ndarray:
-    """``dL/d ln r`` from ``dL/d eta`` (``eta = r^-2``, so ``d/d ln r = -2 eta d/d eta``);
-    summed over the inputs for an isotropic width."""
-    eta = np.asarray(kernel.eta, dtype=float) * np.ones(grad_eta.size)
-    g = -2 * eta * grad_eta
-    return g if kernel.is_ard else np.array([g.sum()])
-
-
-def eta_gradient(W: np.ndarray, X: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    """``dL/d eta_d = -sum_nm W_nm (x_nd - c_md)^2`` for Gaussian columns
-    ``exp(-sum_d eta_d (x_d - c_d)^2)``, where ``W = D * Phi`` on those columns and ``D =
-    dL/dPhi`` (T01 eqs. 56-57), expanded as ``sum_n x_nd^2 (W 1)_n - 2 sum_n x_nd (W C)_nd
-    + sum_m c_md^2 (W^T 1)_m``: one product ``W C`` for every input, with ``x`` and ``c``
-    taken from their common mean (less cancellation between the terms)."""
-    shift = X.mean(axis=0)
-    Xs, Cs = X - shift, centres - shift
-    return -(Xs**2).T @ W.sum(axis=1) + 2.0 * np.einsum("nd,nd->d", Xs, W @ Cs) \
-        - (Cs**2).T @ W.sum(axis=0)

@@ -2,7 +2,8 @@
 is registered with ``register_kernel`` and is then a citizen like the built-in ones: it
 fits, its result passes the contract with its own parameter as ``kernel_length_scale``,
 round-trips netCDF, predicts and leaves one out from the reloaded file alone, and serves
-scikit-learn's ``RVR``."""
+scikit-learn's ``RVR``. A kernel that declares a ``width`` and its gradient (an exponential
+kernel here) has that width learned by the evidence, as the Gaussian kernel has."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from typing import ClassVar
 import numpy as np
 import pytest
 import xarray as xr
+from scipy import optimize
 
 from sparsebayes.inference import RVR, fit, loo, predict
 from sparsebayes.inference.results import basis_from_posterior
+from sparsebayes.inference.testing import joint_objective
 from sparsebayes.models import CallableKernel, Kernel, RVMRegression, datasets, register_kernel
 from sparsebayes.models.kernels import as_kernel, registered_kernel, sq_distances
 
@@ -102,3 +105,48 @@ def test_an_unregistered_kernel_class_is_refused_with_the_remedy():
         register_kernel(type("Gaussian2", (Mine,), {"name": "gaussian"}))
     with pytest.raises(ValueError, match="unknown kernel 'nope'.*register_kernel"):
         as_kernel("nope")
+
+
+@register_kernel
+@dataclass(frozen=True, eq=False)
+class Exponential(Kernel):
+    """``exp(-||x - c|| / r)`` (R&W eq. 4.18), with ``dK/d ln r = K ||x - c|| / r``."""
+
+    width: float = 1.0
+    name: str = field(default="exponential_test", init=False)
+    parameters: ClassVar[dict[str, str]] = {"width": "exponential kernel width r"}
+    symmetric: ClassVar[bool] = True
+
+    def __call__(self, X, C, out=None):
+        D = np.sqrt(sq_distances(X, C, out=out), out=out)
+        D /= -self.width
+        return np.exp(D, out=D)
+
+    def log_width_gradient(self, X, C, K, dK):
+        return np.array([np.sum(dK * K * np.sqrt(sq_distances(X, C)) / self.width)])
+
+
+def test_a_kernel_declaring_its_width_gradient_has_its_width_learned():
+    X, t = datasets.sinc(n=100, noise="gaussian", noise_scale=0.1, seed=4)
+    problem = RVMRegression(X, t, kernel=Exponential(1.0))
+    assert problem.kernel.learns_width and not Matern52().learns_width
+    # T01 App. C through the kernel's own gradient, against differences of the evidence
+    cols = np.array([0, 5, 20, 41, 66, 90])
+    x0 = np.log([1.3, 0.7, 2.0, 1.1, 0.4, 3.0, 0.9])  # ln r, then ln alpha
+    basis = problem.basis
+    _, grad = joint_objective(x0, basis, X, t, cols, 1, 80.0)
+    num = optimize.approx_fprime(x0, lambda v: joint_objective(v, basis, X, t, cols, 1, 80.0)[0],
+                                 1e-6)
+    np.testing.assert_allclose(grad, num, rtol=1e-4, atol=1e-6)
+    # learned: a stationary point of the evidence in ln r, above the fit at the start width
+    learned = fit(RVMRegression(X, t, kernel=Exponential(1.0), learn_width=True), "evidence",
+                  seed=0)
+    r = float(learned.attrs["kernel_width"])
+    start, at_r, below, above = (
+        fit(RVMRegression(X, t, kernel=Exponential(w)), "evidence", seed=0).attrs["log_evidence"]
+        for w in (1.0, r, r / 1.1, r * 1.1))
+    assert r != pytest.approx(1.0, rel=1e-2)
+    assert learned.attrs["log_evidence"] == pytest.approx(at_r, rel=1e-6)
+    assert at_r > max(start, below, above)
+    with pytest.raises(ValueError, match="matern52_test.*log_width_gradient"):
+        RVMRegression(X, t, kernel=Matern52(2.0), learn_width=True)

@@ -327,9 +327,9 @@ def test_other_arguments_are_checked():
 
 
 def test_width_gradient_of_the_laplace_evidence_by_finite_differences():
-    """``d ln p(t|alpha) / d eta`` for Gaussian columns ``exp(-eta (x - c)^2)`` (T01 eqs.
+    """``d ln p(t|alpha) / d ln r`` for Gaussian columns ``exp(-(x - c)^2 / r^2)`` (T01 eqs.
     56-57 with the Laplace evidence; the Poisson's third derivative ``dB/df = e^f``) against
-    SciPy's central finite differences of the Laplace evidence."""
+    SciPy's central finite differences of the Laplace evidence, written out by hand."""
     from sparsebayes.inference.rvm.laplace import laplace_width_gradient
 
     X, t, _ = sine_counts(60, seed=8)
@@ -338,15 +338,16 @@ def test_width_gradient_of_the_laplace_evidence_by_finite_differences():
     lik = Poisson(t)
     cls = np.zeros(C.shape[0], int)
 
-    def log_ev(eta):
-        Phi = np.exp(-eta[0] * (X - C.T) ** 2)
+    def log_ev(log_r):
+        Phi = np.exp(-np.exp(-2 * log_r[0]) * (X - C.T) ** 2)
         return laplace_posterior(Phi, None, alpha, lik=lik, gtol=1e-13).log_evidence
 
-    eta = np.array([0.4])
-    Phi = np.exp(-eta[0] * (X - C.T) ** 2)
+    log_r = np.array([np.log(1.6)])
+    Phi = np.exp(-np.exp(-2 * log_r[0]) * (X - C.T) ** 2)
     lap = laplace_posterior(Phi, None, alpha, lik=lik, gtol=1e-13)
-    grad = laplace_width_gradient(Phi, C, X, np.ones(C.shape[0], bool), cls, lik, lap)
-    ref = optimize.approx_fprime(eta, log_ev, 1e-6)
+    grad = laplace_width_gradient(GaussianKernel(1.6), Phi, C, X, np.ones(C.shape[0], bool),
+                                  cls, lik, lap)
+    ref = optimize.approx_fprime(log_r, log_ev, 1e-6)
     np.testing.assert_allclose(grad, ref, rtol=1e-4)
 
 
