@@ -54,6 +54,7 @@ from .sequential import (
     Policy,
     SequentialSparseBayes,
     basis_objective,
+    duplicates_note,
     optimal_alpha,
 )
 from .statistics import GramStatistics, check_memory, chunk_rows, gram_statistics
@@ -704,14 +705,7 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
                                           problem.basis.n_columns, problem.learn_width)
             search_runs += runs
             if fitted.n_aligned:
-                cause = ("duplicate inputs or a kernel width far too large"
-                         if "width" in problem.basis.kernel.parameters else
-                         "duplicate inputs, or kernel columns (nearly) combinations of "
-                         "others, as neighbouring columns of a smooth kernel on dense "
-                         "noise-free data are")
-                notes.append(f"{fitted.n_aligned} candidate basis functions were skipped as "
-                             "numerical duplicates of basis functions in the model (cosine > "
-                             f"{ALIGNMENT_MAX} or in their span): {cause}")
+                notes.append(duplicates_note(fitted.n_aligned, problem.basis.kernel))
         else:
             fitted = _run_mackay(data, prior, beta, estimate_noise, beta_max, max_iter, tol,
                                  warm)

@@ -56,7 +56,13 @@ from ..predictive.regression import design
 from ..results import basis_from_posterior, classification_datatree, prior_from_posterior
 from . import compiled
 from .mackay import mackay_update
-from .sequential import BlockProducts, DenseProducts, Policy, SequentialSparseBayes
+from .sequential import (
+    BlockProducts,
+    DenseProducts,
+    Policy,
+    SequentialSparseBayes,
+    duplicates_note,
+)
 from .statistics import check_memory
 from .widths import with_log_width
 
@@ -353,7 +359,7 @@ def _rows_of(Phi: np.ndarray, cols: np.ndarray, rows: np.ndarray | None) -> np.n
 
 
 def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None, Phi2=None,
-              rows=None) -> ClassFit:
+              rows=None, kernel=None) -> ClassFit:
     """Tipping & Faul's loop on the Laplace surrogate (TF03 §4 with step 10's re-linearisation)
     with the exact Laplace evidence as the acceptance test. A *run* of up to ``run`` actions
     (add / delete / re-estimate, each the largest gain in the surrogate evidence, PRML 7.118,
@@ -371,7 +377,8 @@ def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None, P
 
     ``warm``: start from the model (cols, cls, alpha, weights). ``rows``: fit the rows
     ``rows`` of ``Phi`` only (``lik`` holds their targets; :func:`_surrogate`). ``Phi2``:
-    ``Phi**2`` if the caller keeps it (else made here when small enough)."""
+    ``Phi**2`` if the caller keeps it (else made here when small enough). ``kernel``: the
+    basis's kernel, for the causes a note on skipped duplicate candidates names."""
     M = Phi.shape[1]
     K = lik.n_out
     cand_col = np.tile(np.arange(M), K)
@@ -455,8 +462,7 @@ def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None, P
     trace.append(lap.log_evidence)
     notes = []
     if state.aligned:
-        notes.append(f"{len(state.aligned)} candidate basis functions were skipped as "
-                     "numerical duplicates of basis functions in the model")
+        notes.append(duplicates_note(len(state.aligned), kernel))
     return ClassFit(cols, cls, alpha, lap, trace, converged, steps,
                 int(np.sum(alpha <= alpha_min * (1 + 1e-9))), notes)
 
@@ -557,7 +563,8 @@ def _solve(problem, *, algorithm: str, softmax_model: bool, shared: bool, max_it
             w_cols, w_cls, w_alpha, w_theta = warm
             warm_n = (w_cols, w_cls, w_alpha / norms[w_cols] ** 2, w_theta * norms[w_cols])
         if algorithm == "fast":
-            res = _run_fast(Phi, lik, prior.a, b_n, alpha_min, max_iter, tol, warm_n)
+            res = _run_fast(Phi, lik, prior.a, b_n, alpha_min, max_iter, tol, warm_n,
+                            kernel=basis.kernel)
         else:
             res = _run_mackay(Phi, lik, prior.a, b_n, alpha_min, max_iter, tol, shared, warm_n)
         total += res.n_iter

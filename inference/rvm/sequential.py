@@ -38,6 +38,7 @@ __all__ = [
     "BlockProducts",
     "basis_objective",
     "optimal_alpha",
+    "duplicates_note",
 ]
 
 ALIGNMENT_MAX = 1 - 1e-9  # candidates this collinear with a basis in the model are skipped
@@ -49,6 +50,18 @@ EXACT_BUDGET = 2e5  # recompute S, Q exactly every step while M * M_t^2 is below
 RECOMPUTE_EVERY = 50  # otherwise rank-one updates (TF03 App. A), rebuilt this often
 DAMP_MIN = 1.0 / 64  # smallest damping factor of a re-estimate's log step
 POLISH_ALPHA_MAX = 1e8  # Newton steps keep alpha_i below this times phi_i^T B phi_i
+
+
+def duplicates_note(n_skipped: int, kernel=None) -> str:
+    """The note of a fit that skipped ``n_skipped`` candidates as numerical duplicates of
+    bases in the model, with the causes ``kernel`` can have (a width far too large only for a
+    kernel that has a width)."""
+    cause = "" if kernel is None else ": duplicate inputs or a kernel width far too large" \
+        if "width" in kernel.parameters else (
+            ": duplicate inputs, or kernel columns (nearly) combinations of others, as "
+            "neighbouring columns of a smooth kernel on dense noise-free data are")
+    return (f"{n_skipped} candidate basis functions were skipped as numerical duplicates of "
+            f"basis functions in the model (cosine > {ALIGNMENT_MAX} or in their span){cause}")
 
 
 # --------------------------------------------------------------------------------------------

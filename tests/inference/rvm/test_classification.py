@@ -534,3 +534,14 @@ def test_mackay_with_every_weight_pruned_is_the_empty_model():
     assert post.attrs["converged"] == 1 and post.attrs["n_relevant"] == 0
     assert post.attrs["log_evidence"] == pytest.approx(2 * np.log(0.5), abs=1e-12)
     np.testing.assert_allclose(clf.predict_proba([[1, 2], [0, 5]]), 0.5)
+
+
+def test_skipped_duplicates_are_explained_by_a_cause_the_kernel_can_have():
+    """Every input twice: the Laplace fit skips candidates identical to bases in the model and
+    its warning names the causes (duplicate inputs; a width, since the kernel has one)."""
+    X, t = datasets.ripley_mixture(60, seed=1)
+    problem = RVMClassification(np.vstack([X, X]), np.r_[t, t], kernel=GaussianKernel(0.5))
+    with pytest.warns(NumericalWarning, match="numerical duplicates") as record:
+        fit(problem, "evidence", seed=0)
+    text = " ".join(str(w.message) for w in record if "numerical duplicates" in str(w.message))
+    assert "duplicate inputs or a kernel width far too large" in text
