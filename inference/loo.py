@@ -182,6 +182,8 @@ def cold_reason(post: xr.DataTree) -> str | None:
     the full fit chose with the left-out targets (an optimistic estimate)."""
     if int(post.attrs.get("learn_width", 0)):
         return "widths learned by the evidence"
+    if "inducing" in post.attrs:
+        return "a sparse GP (the warm refits are the exact GP's)"
     if (family_of(post) is RVM_REGRESSION and post.attrs["method"] == "vrvm"):
         prior = prior_from_posterior(post)
         if prior is None or prior.a < 1:

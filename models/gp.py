@@ -8,7 +8,8 @@ comparison model of Rasmussen & Quiñonero-Candela 2005, §3).
 (Rasmussen & Williams 2006, eq. 5.1). The mean function is zero: centre the targets.
 In scikit-learn terms this is ``ConstantKernel(signal_sd**2) * RBF(length_scale) +
 WhiteKernel(noise_sd**2)``; in PyMC ``signal_sd**2 * pm.gp.cov.ExpQuad(d, ls=length_scale)``
-with ``pm.gp.Marginal(...).marginal_likelihood(..., sigma=noise_sd)``.
+with ``pm.gp.Marginal(...).marginal_likelihood(..., sigma=noise_sd)``. With ``inducing``
+inputs it is the sparse GP of Titsias (2009), PyMC's ``pm.gp.MarginalApprox(approx="VFE")``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 
 from .checks import check_inputs, check_labels, check_targets
 from .kernels import GaussianKernel
+from .problems import check_centres
 
 __all__ = ["GPRegression", "GPClassification", "se_ard_covariance", "gp_model"]
 
@@ -66,6 +68,7 @@ class GPRegressionRecord:
     length_scale: tuple[float, ...] | None
     signal_sd: float | None
     noise_sd: float | None
+    inducing: np.ndarray | None = None
 
     kind = "gp"
 
@@ -99,6 +102,11 @@ class GPRegression(GPRegressionRecord):
         fixed.
     signal_sd, noise_sd : float, optional
         ``None`` to learn; a number > 0 to hold fixed.
+    inducing : int or array of shape (M, d), optional
+        ``None``: the exact GP (O(N^3)). An int ``M``: the sparse GP of Titsias (2009) on
+        ``M`` k-means centres of ``X`` (the RVM's ``centres=M`` dictionary); an array: those
+        inducing inputs. Type-II ML then maximises Titsias's bound in O(N M^2), with the
+        inducing inputs held fixed.
 
     See Also
     --------
@@ -106,7 +114,7 @@ class GPRegression(GPRegressionRecord):
     """
 
     def __init__(self, X, t, length_scale=None, signal_sd: float | None = None,
-                 noise_sd: float | None = None) -> None:
+                 noise_sd: float | None = None, inducing=None) -> None:
         X = check_inputs(X)
         if X.shape[0] < 2:
             raise ValueError(f"X needs at least 2 samples, got {X.shape[0]}")
@@ -114,7 +122,8 @@ class GPRegression(GPRegressionRecord):
         if np.ptp(t) == 0:
             raise ValueError("t is constant: there is nothing to regress")
         super().__init__(X, t, _positive("length_scale", length_scale, (X.shape[1],)),
-                         _positive("signal_sd", signal_sd), _positive("noise_sd", noise_sd))
+                         _positive("signal_sd", signal_sd), _positive("noise_sd", noise_sd),
+                         check_centres(inducing, X, name="inducing"))
 
 
 @dataclass(frozen=True, eq=False)

@@ -33,6 +33,7 @@ __all__ = [
     "register_kernel",
     "registered_kernel",
     "sq_distances",
+    "weighted_sq_differences",
 ]
 
 
@@ -141,7 +142,7 @@ class GaussianKernelRecord(Kernel):
         """``dK * dK/d eta_d = -dK K (x_d - c_d)^2`` summed (T01 eqs. 56-57) with
         ``eta = r^-2``, then ``d/d ln r = -2 eta d/d eta`` (summed over the inputs for one
         width)."""
-        g = -2.0 * self.eta * _eta_gradient(dK * K, X, C)
+        g = 2.0 * self.eta * weighted_sq_differences(dK * K, X, C)
         return g if self.is_ard else np.array([g.sum()])
 
     def check_inputs(self, n_features: int) -> None:
@@ -168,14 +169,15 @@ class GaussianKernelRecord(Kernel):
         return pt.exp(-D)
 
 
-def _eta_gradient(W: np.ndarray, X: np.ndarray, C: np.ndarray) -> np.ndarray:
-    """``-sum_nm W_nm (x_nd - c_md)^2`` for every input ``d``, expanded as ``sum_n x_nd^2
-    (W 1)_n - 2 sum_n x_nd (W C)_nd + sum_m c_md^2 (W^T 1)_m``: one product ``W C`` for
-    every input, with ``x`` and ``c`` taken from their common mean (less cancellation)."""
+def weighted_sq_differences(W: np.ndarray, X: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """``sum_nm W_nm (x_nd - c_md)^2`` for every input ``d`` (the derivative of Gaussian
+    columns in their input scales, contracted), expanded as ``sum_n x_nd^2 (W 1)_n - 2
+    sum_n x_nd (W C)_nd + sum_m c_md^2 (W^T 1)_m``: one product ``W C`` for every input,
+    with ``x`` and ``c`` taken from their common mean (less cancellation)."""
     shift = X.mean(axis=0)
     Xs, Cs = X - shift, C - shift
-    return -(Xs**2).T @ W.sum(axis=1) + 2.0 * np.einsum("nd,nd->d", Xs, W @ Cs) \
-        - (Cs**2).T @ W.sum(axis=0)
+    return (Xs**2).T @ W.sum(axis=1) - 2.0 * np.einsum("nd,nd->d", Xs, W @ Cs) \
+        + (Cs**2).T @ W.sum(axis=0)
 
 
 class GaussianKernel(GaussianKernelRecord):

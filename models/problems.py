@@ -34,26 +34,27 @@ KMEANS_SEED = 0  # the k-means dictionary is a deterministic function of X and M
 KMEANS_ROWS = 50_000  # k-means runs on a fixed random subsample of this many rows at most
 
 
-def check_centres(centres, X: np.ndarray) -> np.ndarray | None:
+def check_centres(centres, X: np.ndarray, name: str = "centres") -> np.ndarray | None:
     """The basis dictionary: ``None`` (the training inputs: the classic RVM), an int ``M``
     (``M`` k-means centres of ``X`` by scikit-learn's ``MiniBatchKMeans`` with a fixed seed),
-    or an (M, d) array of centres. Tipping (2001) §2 allows any set of basis functions."""
+    or an (M, d) array of centres. Tipping (2001) §2 allows any set of basis functions.
+    ``name``: the argument's name in messages (a sparse GP's ``inducing``)."""
     if centres is None:
         return None
     n, d = X.shape
     if isinstance(centres, bool):
-        raise TypeError("centres must be None, an int or an (M, d) array, got a bool")
+        raise TypeError(f"{name} must be None, an int or an (M, d) array, got a bool")
     if isinstance(centres, int | np.integer):
         M = int(centres)
         if not 1 <= M <= n:
-            raise ValueError(f"centres={M}: the number of k-means centres must be between 1 "
+            raise ValueError(f"{name}={M}: the number of k-means centres must be between 1 "
                              f"and the number of training points ({n})")
         return kmeans_centres(X, M)
     if np.ndim(centres) == 0:
-        raise TypeError(f"centres must be None, an int or an (M, d) array, got {centres!r}")
-    C = check_inputs(centres, name="centres")
+        raise TypeError(f"{name} must be None, an int or an (M, d) array, got {centres!r}")
+    C = check_inputs(centres, name=name)
     if C.shape[1] != d:
-        raise ValueError(f"centres has {C.shape[1]} features but X has {d}")
+        raise ValueError(f"{name} has {C.shape[1]} features but X has {d}")
     return C
 
 

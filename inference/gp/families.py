@@ -40,7 +40,11 @@ def gp_loo_logpdf(X: np.ndarray, t: np.ndarray, length_scale: np.ndarray,
 
 def gp_loo(post: xr.DataTree) -> np.ndarray:
     """(S, N) GPML eq. 5.12 per hyperparameter draw of a GP regression result (one draw for
-    type-II ML point hyperparameters)."""
+    type-II ML point hyperparameters); for a sparse GP, of the model ``N(0, Q + s^2 I)``
+    (:meth:`~.sparse.VFEPosterior.loo_logpdf`)."""
+    sparse = regression.sparse_posterior(post)
+    if sparse is not None:
+        return sparse.loo_logpdf()[None]
     return gp_loo_logpdf(post["constant_data"]["X"].values, post["observed_data"]["t"].values,
                          *regression.hyperparameter_draws(post))
 
@@ -48,10 +52,12 @@ def gp_loo(post: xr.DataTree) -> np.ndarray:
 def _problem(cls):
     def training_problem(post: xr.DataTree, rows=slice(None)):
         """The GP ``post`` was fitted to, on training ``rows``, with its fixed
-        hyperparameters (attrs ``fixed``)."""
+        hyperparameters (attrs ``fixed``) and its inducing inputs (a sparse GP's)."""
         ds = post["posterior"]
         fixed = {k: flat_draws(post, k)[0]
                  for k in post.attrs.get("fixed", "").split() if k in ds}
+        if "Z" in post["constant_data"]:
+            fixed["inducing"] = post["constant_data"]["Z"].values
         return cls(post["constant_data"]["X"].values[rows],
                    post["observed_data"]["t"].values[rows],
                    **{k: v if v.ndim else float(v) for k, v in fixed.items()})

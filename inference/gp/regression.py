@@ -1,5 +1,6 @@
 """Gaussian process regression (SE-ARD covariance): type-II ML of the hyperparameters,
-NUTS through the ``pm.gp.Marginal`` model, and the closed-form predictive.
+NUTS through the ``pm.gp.Marginal`` model, and the closed-form predictive; with inducing
+inputs, type-II ML of Titsias's (2009) bound and its predictive (:mod:`.sparse`).
 
 Equations are Rasmussen & Williams (2006): the log marginal likelihood (GPML eqs. 2.30, 5.8), its
 gradient (GPML eq. 5.9), and the predictive (Algorithm 2.1). The type-II ML objective is the
@@ -39,6 +40,7 @@ from ..predictive.regression import (
 )
 from ..results import datatree, gaussian_log_likelihood, is_result_of, pointwise_budget_ok
 from . import type2
+from .sparse import VFEPosterior, vfe_bound_and_grad
 from .type2 import FTOL, GTOL
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "fit_evidence",
     "fit_nuts",
     "predict_gp",
+    "sparse_posterior",
     "pytensor_objective",
     "GPRefits",
 ]
@@ -139,16 +142,29 @@ def hyperparameter_draws(post: xr.DataTree):
             ds["signal_sd"].values.reshape(-1)[:S], ds["noise_sd"].values.reshape(-1)[:S])
 
 
+def sparse_posterior(post: xr.DataTree) -> VFEPosterior | None:
+    """The sparse GP's posterior of a result fitted with inducing inputs (constant_data
+    ``Z``), None for the exact GP."""
+    if "Z" not in post["constant_data"]:
+        return None
+    ls, sf, sn = hyperparameter_draws(post)
+    return VFEPosterior(post["constant_data"]["X"].values, post["observed_data"]["t"].values,
+                        post["constant_data"]["Z"].values, ls[0], sf[0], sn[0])
+
+
 def target_replicates(post: xr.DataTree, X_new: np.ndarray, rng: np.random.Generator,
                       draws: int = 1000) -> np.ndarray:
     """One joint draw of the noisy targets at ``X_new`` per hyperparameter draw, (chain, draw,
-    n): :func:`latent_draws` plus noise. Point hyperparameters (type-II ML) give ``draws``
-    replicates, split over the posterior's chains."""
+    n): :func:`latent_draws` (the sparse GP's :meth:`VFEPosterior.latent_draws`) plus noise.
+    Point hyperparameters (type-II ML) give ``draws`` replicates, split over the posterior's
+    chains."""
     X = post["constant_data"]["X"].values
     t = post["observed_data"]["t"].values
     ls, sf, sn = hyperparameter_draws(post)
     per = draws if ls.shape[0] == 1 else 1
-    f = latent_draws(X, t, X_new, ls, sf, sn, per, rng)
+    sparse = sparse_posterior(post)
+    f = (sparse.latent_draws(X_new, per, rng)[None] if sparse is not None
+         else latent_draws(X, t, X_new, ls, sf, sn, per, rng))
     out = f + sn[:, None, None] * rng.standard_normal(f.shape)
     return out.reshape(post["posterior"].sizes["chain"], -1, X_new.shape[0])
 
@@ -235,7 +251,11 @@ def pytensor_objective(problem: GPRegression):
 
 def _optimise(problem: GPRegression, *, seed, restarts: int, max_iter: int, backend: str):
     fixed, lo, hi, _ = _layout(problem)
-    if backend == "numpy":
+    if problem.inducing is not None:
+        shift = problem.X.mean(axis=0)
+        Xc, Zc = problem.X - shift, problem.inducing - shift
+        objective = lambda theta: vfe_bound_and_grad(theta, Xc, problem.t, Zc)
+    elif backend == "numpy":
         Xc = problem.X - problem.X.mean(axis=0)
         objective = lambda theta: _lml_and_grad(theta, Xc, problem.t)
     else:
@@ -266,9 +286,13 @@ def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
         "fixed": " ".join(fixed),
         **attrs,
     }
+    if problem.inducing is not None:
+        attrs.update(inducing=problem.inducing.shape[0], approximation="vfe")
     if pointwise_budget_ok(shape[0], shape[1], n):
-        f = latent_draws(problem.X, problem.t, problem.X, ls, sf, sn, per,
-                         np.random.default_rng(seed))
+        rng = np.random.default_rng(seed)
+        f = (VFEPosterior(problem.X, problem.t, problem.inducing, ls[0], sf[0], sn[0])
+             .latent_draws(problem.X, per, rng)[None] if problem.inducing is not None
+             else latent_draws(problem.X, problem.t, problem.X, ls, sf, sn, per, rng))
         groups["log_likelihood"] = {
             "t": gaussian_log_likelihood(problem.t, f, 1.0 / sn[:, None] ** 2).reshape(shape)}
         if per > 1:  # point hyperparameters: the latent draws they condition, as a GP
@@ -280,11 +304,15 @@ def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
         attrs["log_likelihood_omitted"] = "size"  # more values than POINTWISE_MAX
     groups["observed_data"] = {"t": problem.t}
     groups["constant_data"] = {"X": problem.X}
+    coords = {"feature": np.arange(d), "obs": np.arange(n)}
+    if problem.inducing is not None:
+        groups["constant_data"]["Z"] = problem.inducing
+        coords["inducing"] = np.arange(problem.inducing.shape[0])
     if sample_stats:
         groups["sample_stats"] = sample_stats
-    return datatree(groups, coords={"feature": np.arange(d), "obs": np.arange(n)},
+    return datatree(groups, coords=coords,
                     dims={"length_scale": ["feature"], "f": ["obs"], "X": ["obs", "feature"],
-                          "t": ["obs"]},
+                          "Z": ["inducing", "feature"], "t": ["obs"]},
                     attrs=attrs)
 
 
@@ -293,7 +321,9 @@ def fit_evidence(problem: GPRegression, *, seed: int | None = None, restarts: in
     """Type-II ML: maximise the log marginal likelihood (GPML eq. 5.8) over the free
     hyperparameters in log space by L-BFGS-B with analytic gradients (GPML eq. 5.9), from
     ``restarts`` starting points (the first from the data scales, the others drawn with
-    ``seed``); the best optimum is kept.
+    ``seed``); the best optimum is kept. With inducing inputs, Titsias's (2009) bound (eq.
+    9, :func:`~.sparse.vfe_bound_and_grad`) in its place: attrs ``log_evidence`` is then the
+    bound, below the log marginal likelihood.
 
     ``backend``: "numpy" (closed form, default) or "pytensor" (the gradient of the
     ``pm.gp.Marginal`` model, :func:`pytensor_objective`).
@@ -331,7 +361,8 @@ def fit_evidence(problem: GPRegression, *, seed: int | None = None, restarts: in
     }
     attrs = {
         "log_evidence": float(np.max(lmls)),  # GPML eq. 5.8, every evidence result's name
-        "log_marginal_likelihood": float(np.max(lmls)),
+        **({} if problem.inducing is not None else
+           {"log_marginal_likelihood": float(np.max(lmls))}),
         "restart_log_marginal_likelihood": lmls,
         "converged": int(converged),
         "n_iter": int(sum(r[3] for r in runs)),
@@ -362,6 +393,9 @@ def fit_nuts(problem: GPRegression, *, seed: int | None = None, sampler: str = "
     if not (isinstance(target_accept, float | int) and 0 < target_accept < 1):
         raise ValueError(f"target_accept must lie in (0, 1), got {target_accept!r}")
     cores = min(chains, 2) if cores is None else check_positive_int("cores", cores)
+    if problem.inducing is not None:
+        raise ValueError("method 'nuts' samples the exact GP (pm.gp.Marginal, O(N^3) per "
+                         "step); a sparse GP (inducing=...) is fitted by 'evidence'")
     free = [k for k in ("length_scale", "signal_sd", "noise_sd") if getattr(problem, k) is None]
     if not free:
         raise ValueError("every hyperparameter is fixed: there is nothing to sample")
@@ -414,6 +448,10 @@ def predict_gp(post: xr.DataTree, X_new, max_draws: int | None = 500
     X = post["constant_data"]["X"].values
     t = post["observed_data"]["t"].values
     ls, sf, sn = hyperparameter_draws(post)
+    sparse = sparse_posterior(post)
+    if sparse is not None:  # Titsias (2009) eq. 6 plus the noise
+        mean, var = sparse.moments(X_new)
+        return Predictive(mean=mean, var=var, kind="gp")
     if ls.shape[0] == 1:
         mean, var = gp_moments(X, t, X_new, ls[0], sf[0], sn[0])
         return Predictive(mean=mean, var=var, kind="gp")

@@ -19,7 +19,10 @@ def maximise(make_objective: Callable[[], Callable], fixed: np.ndarray, lo: np.n
              hi: np.ndarray, starts: np.ndarray, *, max_iter: int, **lbfgsb_options):
     """L-BFGS-B from each of ``starts`` over the entries of the log-hyperparameter vector
     that ``fixed`` leaves NaN (the others stay at ``fixed``), within ``[lo, hi]``, stopped
-    by ``FTOL`` and ``GTOL`` unless ``lbfgsb_options`` say otherwise.
+    by ``FTOL`` and ``GTOL`` unless ``lbfgsb_options`` say otherwise. A run whose line search
+    fails (the objective's rounding noise, at large N) is continued by a fresh run with
+    SciPy's default stop: converged if that converges or finds no decrease from its first
+    step along the gradient.
 
     ``make_objective()`` returns, for one start, ``theta -> (log marginal likelihood,
     gradient)`` over the full vector (a fresh one per start, so it may warm-start from its
@@ -40,13 +43,25 @@ def maximise(make_objective: Callable[[], Callable], fixed: np.ndarray, lo: np.n
             value, g = _negative(lml_and_grad, theta)
             return value, g[free]
 
+        bounds = list(zip(lo[free], hi[free]))
         res = optimize.minimize(negative, np.clip(start[free], lo[free], hi[free]), jac=True,
-                                method="L-BFGS-B", bounds=list(zip(lo[free], hi[free])),
+                                method="L-BFGS-B", bounds=bounds,
                                 options={"maxiter": max_iter, "ftol": FTOL, "gtol": GTOL,
                                          **lbfgsb_options})
+        success, nit = bool(res.success), int(res.nit)
+        if res.status == 2:  # the line search failed: at N in the thousands the objective's
+            # rounding noise can stop it at the optimum. A fresh run from there (a first
+            # step along the gradient, SciPy's default stop) decides: it converges, or
+            # finds no decrease at all (stationary to the objective's precision)
+            again = optimize.minimize(negative, res.x, jac=True, method="L-BFGS-B",
+                                      bounds=bounds, options={"maxiter": max_iter})
+            success = bool(again.success) or (again.status == 2 and again.fun >= res.fun)
+            if again.fun <= res.fun:
+                res = again
+            nit += int(again.nit)
         theta = fixed.copy()
         theta[free] = res.x
-        runs.append((theta, -float(res.fun), bool(res.success), int(res.nit)))
+        runs.append((theta, -float(res.fun), success, nit))
     return max(runs, key=lambda r: r[1])[0], runs
 
 

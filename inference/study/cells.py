@@ -20,10 +20,16 @@ from . import storage
 from .data import DataSpec, load_split
 from .specs import BASELINES, FAMILIES, RUNNER_OPTIONS, MethodSpec, seed_of
 
-__all__ = ["Cell", "run_cell", "score", "leave_one_out", "STUDY_LOO_REFITS"]
+__all__ = ["Cell", "run_cell", "score", "leave_one_out", "STUDY_LOO_REFITS", "GP_EXACT_MAX_N",
+           "GP_INDUCING"]
 
 #: The most exact refits of a study cell's subsampled leave-one-out (``loo_refits`` option)
 STUDY_LOO_REFITS = 10
+#: GP regression on more training points than this is the sparse GP (Titsias 2009) on
+#: ``GP_INDUCING`` k-means inducing inputs, unless the method's ``inducing`` option is given
+#: (``inducing=none``: the exact GP at any size)
+GP_EXACT_MAX_N = 3000
+GP_INDUCING = 300
 
 WIDTH_FACTORS = np.array([0.5, 0.7, 1.0, 1.4, 2.0])  # width=cv tries these x the default
 
@@ -190,7 +196,14 @@ def _rvm_problem(kind: str, X, y, width, opts: dict[str, Any]):
 
     family = family_of(kind)
     if not family.weights:  # a GP: its hyperparameters are fitted, not set by the runner
-        return family.problem_type(X, y)
+        if family.task != "regression":
+            if opts.get("inducing") is not None:
+                raise ValueError("inducing is GP regression's option (the sparse GP); GP "
+                                 "classification is exact")
+            return family.problem_type(X, y)
+        inducing = opts.get("inducing", GP_INDUCING if X.shape[0] > GP_EXACT_MAX_N else None)
+        return family.problem_type(
+            X, y, inducing=None if inducing is None else min(int(inducing), X.shape[0]))
     if "kernel" in opts:
         kernel = as_kernel(opts["kernel"])
     else:
@@ -386,7 +399,9 @@ def _run(cell: Cell) -> dict[str, Any]:
         problem = _rvm_problem(kind, split.X_train, split.y_train, width, runner)
         # the candidate kernel centres: every training point, or a k-means dictionary
         basis = getattr(problem, "basis", None)
-        out["n_centres"] = basis.n_kernel if basis is not None else split.X_train.shape[0]
+        inducing = getattr(problem, "inducing", None)  # a sparse GP's
+        out["n_centres"] = (basis.n_kernel if basis is not None else inducing.shape[0]
+                            if inducing is not None else split.X_train.shape[0])
         post = fit(problem, cell.method.method, seed=cell.fit_seed, **opts)
         # compilation apart from the fit: a sampler's own (the first NUTS cell of a model
         # and data shape) or this method's first use in this process (warm_up)

@@ -23,7 +23,7 @@ from scipy import stats
 from sparsebayes.inference.families import FAMILIES as MODEL_FAMILIES
 from sparsebayes.models.datasets import CLASSIFICATION, COUNTS, REGRESSION, DataInfo
 
-from .cells import Cell
+from .cells import GP_EXACT_MAX_N, GP_INDUCING, Cell
 from .data import DataSpec
 from .specs import FAMILIES, MethodSpec, parse_spec, spec_from_label
 from .storage import MANIFEST, TABLE, load_posterior, load_table
@@ -615,7 +615,10 @@ METHOD_TERMS = {
     ("gp", "evidence"): "a Gaussian process (Rasmussen & Williams 2006, GPML) with the "
                         "kernel's hyperparameters maximising the marginal likelihood "
                         "(Laplace's approximation for classification): every training "
-                        "point kept",
+                        f"point kept; in regression above {GP_EXACT_MAX_N} training points, "
+                        "the sparse GP of Titsias (2009) with its variational bound, on "
+                        f"{GP_INDUCING} k-means inducing inputs (the `inducing` option sets "
+                        "them; `inducing=none` keeps the exact GP)",
     ("gp", "nuts"): "a Gaussian process with its hyperparameters sampled by NUTS",
     ("svm", None): "a support vector machine (scikit-learn's SVR / SVC, Gaussian kernel, C "
                    "by cross-validation on the training split): points, no predictive "
@@ -623,6 +626,7 @@ METHOD_TERMS = {
 }
 _OPTION_TERMS = {
     "centres": "on a k-means dictionary of {} candidate centres (not every training point)",
+    "inducing": "the sparse GP (Titsias 2009) on {} k-means inducing inputs",
     "chains": "{} chains", "draws": "{} draws each", "tune": "{} tuning steps",
     "loo": "leave-one-out by {}",
 }

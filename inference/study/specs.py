@@ -97,7 +97,7 @@ BASELINES = ("svm", "sklearn")  # families fitted by scikit-learn, not by api.fi
 _SVM_OPTIONS = {"width", "splits", "cv", "C"}
 # options the runner uses itself for rvm / rvm* / gp (cells._run); the rest go to fit
 RUNNER_OPTIONS = ("width", "learn_width", "ard", "bias", "kernel", "cv", "centres",
-                  "predict", "splits", "loo", "loo_refits")
+                  "inducing", "predict", "splits", "loo", "loo_refits")
 # values of the ``loo`` option besides true / false: estimators of sparsebayes.inference.loo
 LOO_ESTIMATORS = ("subsample", "reloo", "psis", "refit", "kfold", "gaussian", "cavity")
 
@@ -238,14 +238,16 @@ def check_splits(options: dict[str, Any], text: str) -> None:
 
 def check_runner_values(options: dict[str, Any], text: str) -> None:
     """``ValueError`` for a bad value of an option the study's RVM/GP/SVM runners share:
-    ``splits`` (>= 1), ``centres`` (>= 1) and ``cv`` (>= 2 folds) integers, ``width`` and
+    ``splits`` (>= 1), ``centres`` and ``inducing`` (>= 1, or none) and ``cv`` (>= 2 folds)
+    integers, ``width`` and
     ``C`` positive numbers (``width=cv``: chosen by cross-validation), ``ard``, ``bias`` and
     ``learn_width`` true or false, ``kernel`` a kernel name, ``loo`` true, false or an
     estimator name."""
     check_splits(options, text)
-    if "centres" in options and options["centres"] is not None \
-            and not (_number(options["centres"], True) and options["centres"] >= 1):
-        raise ValueError(f"centres must be a positive integer in {text!r}")
+    for key in ("centres", "inducing"):
+        if key in options and options[key] is not None \
+                and not (_number(options[key], True) and options[key] >= 1):
+            raise ValueError(f"{key} must be a positive integer in {text!r}")
     for key in ("ard", "bias", "learn_width"):
         if key in options and not isinstance(options[key], bool):
             raise ValueError(f"{key} must be true or false in {text!r}")

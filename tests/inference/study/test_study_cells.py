@@ -115,3 +115,32 @@ def test_method_not_applicable_to_a_task_is_skipped():
     assert skipped == [{"dataset": "breast_cancer_wisconsin", "method": "rvm*/evidence",
                         "reason": "rvm* does not do classification"}]
 
+
+
+def test_gp_cells_above_the_size_are_the_sparse_gp(monkeypatch):
+    """A GP regression cell on more than GP_EXACT_MAX_N training points fits the sparse GP
+    on GP_INDUCING k-means inducing inputs (its record's n_centres), equal to a direct fit;
+    ``inducing=none`` keeps the exact GP; the report's glossary says which; GP
+    classification refuses the option."""
+    from sparsebayes.inference.study import cells
+    from sparsebayes.inference.study.report import method_glossary
+    from sparsebayes.models import GPRegression
+
+    monkeypatch.setattr(cells, "GP_EXACT_MAX_N", 40)
+    monkeypatch.setattr(cells, "GP_INDUCING", 12)
+    data = "sinc:n_train=60"
+    table = st.run_study(data, "gp/evidence:loo=false,gp/evidence:loo=false:inducing=none", 1,
+                         progress=False).set_index("method")
+    assert (table["status"] == "ok").all(), table["error"]
+    assert table.loc["gp/evidence:loo=False", "n_centres"] == 12
+    assert table.loc["gp/evidence:inducing=None:loo=False", "n_centres"] == 60
+    s = st.load_split(data, 0)
+    cell = st.Cell(st.DataSpec.parse(data), 0, st.MethodSpec.parse("gp/evidence:loo=false"))
+    post = fit(GPRegression(s.X_train, s.y_train, inducing=12), "evidence", seed=cell.fit_seed)
+    mse = float(np.mean((predict(post, s.X_test).mean - s.y_test) ** 2))
+    assert table.loc["gp/evidence:loo=False", "mse"] == pytest.approx(mse, rel=1e-9)
+    [line] = method_glossary([st.MethodSpec.parse("gp/evidence:inducing=50")], {})
+    assert "sparse GP (Titsias 2009) on 50 k-means inducing inputs" in line
+    bad = st.run_study("breast_cancer_wisconsin:n_train=60", "gp/evidence:inducing=10", 1,
+                       progress=False).iloc[0]
+    assert bad["status"] == "failed" and "inducing is GP regression's option" in bad["error"]

@@ -1,0 +1,147 @@
+"""The sparse GP regression of Titsias (2009), "Variational learning of inducing variables in
+sparse Gaussian processes": ``M`` inducing inputs ``Z`` and the collapsed variational bound
+
+    F = ln N(t | 0, Q + s^2 I) - tr(K_ff - Q) / (2 s^2),   Q = K_fu K_uu^-1 K_uf
+
+(Titsias 2009, eq. 9) on the log marginal likelihood, maximised over the SE-ARD
+hyperparameters at fixed ``Z`` in O(N M^2). Its predictive is eq. (6) with the optimal
+``q(u)`` of eq. (10). With ``Z = X`` the bound is the exact log marginal likelihood (GPML eq.
+5.8) and the predictive the exact GP's. PyMC's ``pm.gp.MarginalApprox(approx="VFE")`` has
+the same bound.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import linalg
+
+from sparsebayes.models.gp import se_ard_covariance
+from sparsebayes.models.kernels import weighted_sq_differences
+
+from ..numerics import LOG_2PI
+from . import type2
+
+__all__ = ["JITTER", "vfe_bound_and_grad", "VFEPosterior"]
+
+JITTER = 1e-6  # added to K_uu's diagonal, relative to signal_sd^2 (pm.gp's default is 1e-6)
+
+
+def _factors(Xc, Zc, ls, sf, sn):
+    """``K_uu`` (with jitter) and ``K_uf``, ``L_uu``, ``V = L_uu^-1 K_uf`` and ``L_B`` of
+    ``B = I + V V^T / s^2``."""
+    Kuu = se_ard_covariance(Zc, None, ls, sf)
+    Kuu[np.diag_indices_from(Kuu)] += JITTER * sf**2
+    Kuf = se_ard_covariance(Zc, Xc, ls, sf)
+    Luu = linalg.cholesky(Kuu, lower=True, check_finite=False)
+    V = linalg.solve_triangular(Luu, Kuf, lower=True, check_finite=False)
+    B = V @ V.T
+    B /= sn**2
+    B[np.diag_indices_from(B)] += 1.0
+    LB = linalg.cholesky(B, lower=True, check_finite=False)
+    return Kuu, Kuf, Luu, V, LB
+
+
+def vfe_bound_and_grad(theta: np.ndarray, Xc: np.ndarray, t: np.ndarray, Zc: np.ndarray,
+                       grad: bool = True):
+    """Titsias's bound (eq. 9) at ``theta = (ln length_scale, ln signal_sd, ln noise_sd)``
+    and its gradient. ``Xc``, ``Zc``: inputs and inducing inputs shifted alike.
+
+    With ``A = Q + s^2 I``, ``alpha = A^-1 t`` and ``P = K_uu^-1 K_uf``, the bound's
+    derivative in ``Q`` is ``G = (alpha alpha^T - A^-1) / 2 + I / (2 s^2)`` (GPML eq. 5.9
+    plus the trace term), so ``dF/dK_uf = 2 P G`` and ``dF/dK_uu = -P G P^T``. By Woodbury
+    and ``V V^T = s^2 (B - I)``, ``2 P G = (P alpha) alpha^T + R V / s^2`` with ``R = L_uu^-T
+    (I - B^-1)``, and ``P G P^T = (P alpha)(P alpha)^T / 2 + R (B - I) L_uu^-1 / 2``: three
+    O(N M^2) products in all. The SE-ARD kernel's derivatives then give the length scales'
+    and the signal's terms."""
+    n, d = Xc.shape
+    ls, sf, sn = np.exp(theta[:d]), float(np.exp(theta[d])), float(np.exp(theta[d + 1]))
+    s2 = sn**2
+    Kuu, Kuf, Luu, V, LB = _factors(Xc, Zc, ls, sf, sn)
+    c = linalg.solve_triangular(LB, V @ t, lower=True, check_finite=False) / s2
+    sum_v2 = float(np.sum(V * V))
+    bound = (-0.5 * n * (LOG_2PI + np.log(s2)) - np.sum(np.log(np.diag(LB)))
+             - 0.5 * (t @ t) / s2 + 0.5 * (c @ c) - 0.5 * (n * sf**2 - sum_v2) / s2)
+    if not grad:
+        return bound
+    # alpha = t / s2 - V^T B^-1 V t / s2^2, and B^-1 V t / s2 = LB^-T c
+    Bi_Vt = linalg.solve_triangular(LB, c, lower=True, trans="T", check_finite=False)
+    alpha = (t - V.T @ Bi_Vt) / s2
+    m = LB.shape[0]
+    Bi = linalg.cho_solve((LB, True), np.eye(m), check_finite=False)
+    # P V^T B^-1 = L_uu^-T V V^T B^-1 = s2 L_uu^-T (I - B^-1), as V V^T = s2 (B - I): O(M^3)
+    R = linalg.solve_triangular(Luu, np.eye(m) - Bi, lower=True, trans="T", check_finite=False)
+    Pa = linalg.solve_triangular(Luu, V @ alpha, lower=True, trans="T", check_finite=False)
+    g_uf = np.outer(Pa, alpha) + (R @ V) / s2
+    # P V^T B^-1 V P^T = s2^2 R (B - I) L_uu^-1, with B - I = L_B L_B^T - I: O(M^3)
+    RB = R @ (LB @ LB.T - np.eye(m))
+    g_uu = -0.5 * np.outer(Pa, Pa) \
+        - 0.5 * linalg.solve_triangular(Luu, RB.T, lower=True, trans="T", check_finite=False).T
+    W_uf = g_uf * Kuf
+    W_uu = g_uu * Kuu
+    g_ls = (weighted_sq_differences(W_uf.T, Xc / ls, Zc / ls)
+            + 2.0 * type2.se_ard_gradient(W_uu, Zc / ls)[0])
+    g_sf = 2.0 * (W_uf.sum() + W_uu.sum()) - n * sf**2 / s2
+    tr_Ainv = (n - m + np.trace(Bi)) / s2
+    g_s2 = 0.5 * (alpha @ alpha - tr_Ainv) + 0.5 * (n * sf**2 - sum_v2) / s2**2
+    return bound, np.concatenate([g_ls, [g_sf, 2.0 * s2 * g_s2]])
+
+
+class VFEPosterior:
+    """The sparse GP's posterior at point hyperparameters: ``q(u) = N(m_u, S_u)`` of Titsias
+    (2009) eq. (10) and ``q(f_*) = int p(f_* | u) q(u) du`` (eq. 6).
+
+    In the whitened form ``u = L_uu v``: ``v = L_B^-T (c + e)``, ``e ~ N(0, I)``, with ``c =
+    L_B^-1 V t / s^2``; so ``f_* = V_*^T v`` plus the part of ``f_*`` that ``u`` does not
+    explain, ``k_** - Q_**``."""
+
+    def __init__(self, X, t, Z, length_scale, signal_sd: float, noise_sd: float) -> None:
+        self.shift = X.mean(axis=0)
+        self.Zc = Z - self.shift
+        self.ls, self.sf, self.sn = np.asarray(length_scale, float), float(signal_sd), \
+            float(noise_sd)
+        _, _, self.Luu, V, self.LB = _factors(X - self.shift, self.Zc, self.ls, self.sf,
+                                              self.sn)
+        self.c = linalg.solve_triangular(self.LB, V @ t, lower=True, check_finite=False) \
+            / self.sn**2
+        self._V, self._t = V, t
+
+    def _whitened(self, X_new):
+        """``V_* = L_uu^-1 K_u*`` and ``W_* = L_B^-1 V_*``."""
+        Kus = se_ard_covariance(self.Zc, X_new - self.shift, self.ls, self.sf)
+        Vs = linalg.solve_triangular(self.Luu, Kus, lower=True, check_finite=False)
+        return Vs, linalg.solve_triangular(self.LB, Vs, lower=True, check_finite=False)
+
+    def latent_moments(self, X_new) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and variance of ``q(f_*)`` (Titsias 2009 eq. 6): ``K_*u Sigma K_uf t / s^2``
+        and ``k_** - Q_** + K_*u Sigma K_u*``, ``Sigma = (K_uu + K_uf K_fu / s^2)^-1``."""
+        Vs, Ws = self._whitened(np.asarray(X_new, float))
+        var = self.sf**2 - np.einsum("ij,ij->j", Vs, Vs) + np.einsum("ij,ij->j", Ws, Ws)
+        return Ws.T @ self.c, np.maximum(var, 0.0)
+
+    def moments(self, X_new) -> tuple[np.ndarray, np.ndarray]:
+        """Predictive mean and variance of a noisy target (the latent's plus ``s^2``)."""
+        mean, var = self.latent_moments(X_new)
+        return mean, var + self.sn**2
+
+    def latent_draws(self, X_new, per: int, rng: np.random.Generator) -> np.ndarray:
+        """``per`` draws of ``f`` at ``X_new`` (per, m): joint through ``u``, independent in
+        the part ``k_** - Q_**`` that ``u`` leaves (its diagonal: the draws' marginals are
+        eq. 6's exactly)."""
+        Vs, _ = self._whitened(np.asarray(X_new, float))
+        e = rng.standard_normal((per, self.c.size))
+        v = linalg.solve_triangular(self.LB, (self.c + e).T, lower=True, trans="T",
+                                    check_finite=False)
+        rest = np.sqrt(np.maximum(self.sf**2 - np.einsum("ij,ij->j", Vs, Vs), 0.0))
+        return (Vs.T @ v).T + rest * rng.standard_normal((per, Vs.shape[1]))
+
+    def loo_logpdf(self) -> np.ndarray:
+        """``ln p(t_n | t_-n)`` under the model ``t ~ N(0, Q + s^2 I)`` at these
+        hyperparameters (GPML eqs. 5.10-5.12 with ``C = Q + s^2 I``, whose inverse is
+        ``I / s^2 - V^T B^-1 V / s^4``): the sparse GP's cheap leave-one-out approximation."""
+        s2 = self.sn**2
+        W = linalg.solve_triangular(self.LB, self._V, lower=True, check_finite=False)
+        diag = 1.0 / s2 - np.einsum("ij,ij->j", W, W) / s2**2
+        Bi_Vt = linalg.solve_triangular(self.LB, self.c, lower=True, trans="T",
+                                        check_finite=False)
+        alpha = (self._t - self._V.T @ Bi_Vt) / s2
+        return 0.5 * (np.log(diag) - LOG_2PI) - 0.5 * alpha**2 / diag
