@@ -1,7 +1,7 @@
 """The sparse GP regression of Titsias (2009), "Variational learning of inducing variables in
 sparse Gaussian processes": ``M`` inducing inputs ``Z`` and the collapsed variational bound
 
-    F = ln N(t | 0, Q + s^2 I) - tr(K_ff - Q) / (2 s^2),   Q = K_fu K_uu^-1 K_uf
+    F = ln N(t | 0, Q + s^2 I) - tr(K_ff - Q) / (2 * s^2),   Q = K_fu K_uu^-1 K_uf
 
 (Titsias 2009, eq. 9) on the log marginal likelihood, maximised over the SE-ARD
 hyperparameters at fixed ``Z`` in O(N M^2). Its predictive is eq. (6) with the optimal
@@ -47,7 +47,7 @@ def vfe_bound_and_grad(theta: np.ndarray, Xc: np.ndarray, t: np.ndarray, Zc: np.
     and its gradient. ``Xc``, ``Zc``: inputs and inducing inputs shifted alike.
 
     With ``A = Q + s^2 I``, ``alpha = A^-1 t`` and ``P = K_uu^-1 K_uf``, the bound's
-    derivative in ``Q`` is ``G = (alpha alpha^T - A^-1) / 2 + I / (2 s^2)`` (GPML eq. 5.9
+    derivative in ``Q`` is ``G = (alpha alpha^T - A^-1) / 2 + I / (2 * s^2)`` (GPML eq. 5.9
     plus the trace term), so ``dF/dK_uf = 2 P G`` and ``dF/dK_uu = -P G P^T``. By Woodbury
     and ``V V^T = s^2 (B - I)``, ``2 P G = (P alpha) alpha^T + R V / s^2`` with ``R = L_uu^-T
     (I - B^-1)``, and ``P G P^T = (P alpha)(P alpha)^T / 2 + R (B - I) L_uu^-1 / 2``: three

@@ -196,7 +196,7 @@ def _rvm_problem(kind: str, X, y, width, opts: dict[str, Any]):
 
     family = family_of(kind)
     if not family.weights:  # a GP: its hyperparameters are fitted, not set by the runner
-        if family.task != "regression":
+        if family.labels:
             if opts.get("inducing") is not None:
                 raise ValueError("inducing is GP regression's option (the sparse GP); GP "
                                  "classification is exact")
