@@ -12,6 +12,8 @@ the same bound.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from scipy import linalg
 
@@ -26,9 +28,19 @@ __all__ = ["JITTER", "vfe_bound_and_grad", "VFEPosterior"]
 JITTER = 1e-6  # added to K_uu's diagonal, relative to signal_sd^2 (pm.gp's default is 1e-6)
 
 
-def _factors(Xc, Zc, ls, sf, sn):
+class Factors(NamedTuple):
     """``K_uu`` (with jitter) and ``K_uf``, ``L_uu``, ``V = L_uu^-1 K_uf`` and ``L_B`` of
     ``B = I + V V^T / s^2``."""
+
+    Kuu: np.ndarray
+    Kuf: np.ndarray
+    Luu: np.ndarray
+    V: np.ndarray
+    LB: np.ndarray
+
+
+def _factors(Xc, Zc, ls, sf, sn) -> Factors:
+    """The :class:`Factors` at these hyperparameters."""
     Kuu = se_ard_covariance(Zc, None, ls, sf)
     Kuu[np.diag_indices_from(Kuu)] += JITTER * sf**2
     Kuf = se_ard_covariance(Zc, Xc, ls, sf)
@@ -38,7 +50,7 @@ def _factors(Xc, Zc, ls, sf, sn):
     B /= sn**2
     B[np.diag_indices_from(B)] += 1.0
     LB = linalg.cholesky(B, lower=True, check_finite=False)
-    return Kuu, Kuf, Luu, V, LB
+    return Factors(Kuu, Kuf, Luu, V, LB)
 
 
 def vfe_bound_and_grad(theta: np.ndarray, Xc: np.ndarray, t: np.ndarray, Zc: np.ndarray,
