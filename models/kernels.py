@@ -135,9 +135,6 @@ class GaussianKernelRecord(Kernel):
         """Input scales ``eta = width**-2`` (scalar array or one per dimension)."""
         return np.asarray(self.width, dtype=float) ** -2
 
-    def with_width(self, width) -> GaussianKernel:
-        return GaussianKernel(width=width)
-
     def log_width_gradient(self, X, C, K, dK):
         """``dK * dK/d eta_d = -dK K (x_d - c_d)^2`` summed (T01 eqs. 56-57) with
         ``eta = r^-2``, then ``d/d ln r = -2 eta d/d eta`` (summed over the inputs for one

@@ -445,13 +445,13 @@ def predict_gp(post: xr.DataTree, X_new, max_draws: int | None = 500
         raise ValueError(f"kind='gp' needs a GP posterior, got a "
                          f"{post.attrs.get('problem_kind')} posterior")
     X_new = check_new_inputs(post, X_new)
-    X = post["constant_data"]["X"].values
-    t = post["observed_data"]["t"].values
-    ls, sf, sn = hyperparameter_draws(post)
     sparse = sparse_posterior(post)
     if sparse is not None:  # Titsias (2009) eq. 6 plus the noise
         mean, var = sparse.moments(X_new)
         return Predictive(mean=mean, var=var, kind="gp")
+    X = post["constant_data"]["X"].values
+    t = post["observed_data"]["t"].values
+    ls, sf, sn = hyperparameter_draws(post)
     if ls.shape[0] == 1:
         mean, var = gp_moments(X, t, X_new, ls[0], sf[0], sn[0])
         return Predictive(mean=mean, var=var, kind="gp")

@@ -21,7 +21,6 @@ from sparsebayes.models.gp import se_ard_covariance
 from sparsebayes.models.kernels import weighted_sq_differences
 
 from ..numerics import LOG_2PI
-from . import type2
 
 __all__ = ["JITTER", "vfe_bound_and_grad", "VFEPosterior"]
 
@@ -53,6 +52,13 @@ def _factors(Xc, Zc, ls, sf, sn) -> Factors:
     return Factors(Kuu, Kuf, Luu, V, LB)
 
 
+def _alpha(t, V, LB, c, s2: float) -> np.ndarray:
+    """``alpha = (Q + s^2 I)^-1 t = t / s^2 - V^T B^-1 V t / s^4``, with ``B^-1 V t / s^2 =
+    L_B^-T c``."""
+    return (t - V.T @ linalg.solve_triangular(LB, c, lower=True, trans="T",
+                                              check_finite=False)) / s2
+
+
 def vfe_bound_and_grad(theta: np.ndarray, Xc: np.ndarray, t: np.ndarray, Zc: np.ndarray,
                        grad: bool = True):
     """Titsias's bound (eq. 9) at ``theta = (ln length_scale, ln signal_sd, ln noise_sd)``
@@ -75,9 +81,7 @@ def vfe_bound_and_grad(theta: np.ndarray, Xc: np.ndarray, t: np.ndarray, Zc: np.
              - 0.5 * (t @ t) / s2 + 0.5 * (c @ c) - 0.5 * (n * sf**2 - sum_v2) / s2)
     if not grad:
         return bound
-    # alpha = t / s2 - V^T B^-1 V t / s2^2, and B^-1 V t / s2 = LB^-T c
-    Bi_Vt = linalg.solve_triangular(LB, c, lower=True, trans="T", check_finite=False)
-    alpha = (t - V.T @ Bi_Vt) / s2
+    alpha = _alpha(t, V, LB, c, s2)
     m = LB.shape[0]
     Bi = linalg.cho_solve((LB, True), np.eye(m), check_finite=False)
     # P V^T B^-1 = L_uu^-T V V^T B^-1 = s2 L_uu^-T (I - B^-1), as V V^T = s2 (B - I): O(M^3)
@@ -91,7 +95,7 @@ def vfe_bound_and_grad(theta: np.ndarray, Xc: np.ndarray, t: np.ndarray, Zc: np.
     W_uf = g_uf * Kuf
     W_uu = g_uu * Kuu
     g_ls = (weighted_sq_differences(W_uf.T, Xc / ls, Zc / ls)
-            + 2.0 * type2.se_ard_gradient(W_uu, Zc / ls)[0])
+            + weighted_sq_differences(W_uu, Zc / ls, Zc / ls))
     g_sf = 2.0 * (W_uf.sum() + W_uu.sum()) - n * sf**2 / s2
     tr_Ainv = (n - m + np.trace(Bi)) / s2
     g_s2 = 0.5 * (alpha @ alpha - tr_Ainv) + 0.5 * (n * sf**2 - sum_v2) / s2**2
@@ -153,7 +157,5 @@ class VFEPosterior:
         s2 = self.sn**2
         W = linalg.solve_triangular(self.LB, self._V, lower=True, check_finite=False)
         diag = 1.0 / s2 - np.einsum("ij,ij->j", W, W) / s2**2
-        Bi_Vt = linalg.solve_triangular(self.LB, self.c, lower=True, trans="T",
-                                        check_finite=False)
-        alpha = (self._t - self._V.T @ Bi_Vt) / s2
+        alpha = _alpha(self._t, self._V, self.LB, self.c, s2)
         return 0.5 * (np.log(diag) - LOG_2PI) - 0.5 * alpha**2 / diag
