@@ -80,7 +80,7 @@ ATTRS: dict[str, Attr] = {
     "classes": Attr((np.ndarray, list), "the class labels, in code order (a list of str "
                                         "for text labels)"),
     "positive_class": Attr(str, "the label a binary classifier's weights are the logit of"),
-    "likelihood": Attr(str, "'bernoulli', 'softmax' or 'poisson'"),
+    "likelihood": Attr(str, "the likelihood's name: 'bernoulli', 'softmax', 'poisson', ..."),
     "likelihood_bound": Attr(str, "the VRVM classifier's bound on the softmax"),
     "collapsed": Attr(bool, "NUTS sampled the collapsed (weights integrated out) model"),
     "collapsed_form": Attr(str, "the form of the collapsed regression likelihood NUTS or "

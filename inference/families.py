@@ -7,17 +7,32 @@ from __future__ import annotations
 
 import xarray as xr
 
+from sparsebayes.models import RVMNegativeBinomialRegression
+
 from .family import Family
 from .gp.families import GP_CLASSIFICATION, GP_REGRESSION
+from .rvm.counts import RVM_POISSON, count_family
 from .rvm.families import RVM_CLASSIFICATION, RVM_REGRESSION
-from .rvm.poisson import RVM_POISSON
 
-__all__ = ["REGISTERED", "FAMILIES", "family_of", "Family"]
+__all__ = ["REGISTERED", "FAMILIES", "family_of", "register_family", "Family"]
 
 REGISTERED: tuple[Family, ...] = (RVM_REGRESSION, RVM_CLASSIFICATION, GP_REGRESSION,
                                   GP_CLASSIFICATION,
-                                  RVM_POISSON)
+                                  RVM_POISSON,
+                                  count_family(RVMNegativeBinomialRegression, "nbrvm"))
 FAMILIES: dict[str, Family] = {f.kind: f for f in REGISTERED}
+
+
+def register_family(family: Family) -> Family:
+    """Serve ``family`` (one defined outside the package) by ``fit``, ``predict``, the
+    predictive groups and leave-one-out from now on; ``ValueError`` if its kind is taken.
+    (The study's method names are read from :data:`REGISTERED` at import.)"""
+    if not isinstance(family, Family):
+        raise TypeError(f"family must be a Family, got {type(family).__name__}")
+    if family.kind in FAMILIES:
+        raise ValueError(f"a family of kind {family.kind!r} is registered already")
+    FAMILIES[family.kind] = family
+    return family
 
 
 def family_of(obj) -> Family:
@@ -32,7 +47,7 @@ def family_of(obj) -> Family:
         if kind in FAMILIES and not isinstance(obj, FAMILIES[kind].problem_type):
             kind = None
     if kind not in FAMILIES:
-        names = ", ".join(f.problem_type.__name__ for f in REGISTERED)
+        names = ", ".join(f.problem_type.__name__ for f in FAMILIES.values())
         what = "a DataTree without attrs['problem_kind']" if isinstance(obj, xr.DataTree) \
             else repr(obj) if isinstance(obj, str) else type(obj).__name__
         raise TypeError(f"expected a problem ({names}) or a result of "

@@ -195,7 +195,7 @@ def warm_refits(post: xr.DataTree):
     """The family's warm-started refits of ``post`` (an object whose ``fold(rows_out)``
     returns the refit's log predictive density at the rows left out and whether it
     converged), or None where the fit is refitted cold (:func:`cold_reason`)."""
-    cls = WARM_REFITS.get((post.attrs["problem_kind"], post.attrs["method"]))
+    cls = family_of(post).warm_refits.get(post.attrs["method"])
     if cls is None or cold_reason(post) is not None:
         return None
     return cls(post)

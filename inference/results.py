@@ -252,7 +252,8 @@ def classification_datatree(problem, basis: Basis, lik, *, theta: np.ndarray, Si
     """The result of an RVM classifier whose weight posterior is a Gaussian ``N(theta,
     Sigma)`` over the (basis ``cols``, class ``cls``) pairs in the model (Laplace, T01 eq.
     26; variational ``q(w)``, Bishop & Tipping 2000): ``draws`` x ``chains`` draws of ``w``,
-    their pointwise log likelihood (``lik``), and ``alpha`` at its point values or, with
+    their pointwise log likelihood (``lik``), its own parameters (``lik.params``, e.g. a
+    dispersion) at their point values, and ``alpha`` at its point values or, with
     ``q_alpha_shape`` k, drawn from ``q(alpha_i) = Gamma(k, rate k / alpha_i)``.
 
     Binary: ``w``, ``alpha`` on dim ``basis``; ``w`` is the logit weight of ``classes[1]``.
@@ -305,9 +306,11 @@ def classification_datatree(problem, basis: Basis, lik, *, theta: np.ndarray, Si
     gaussian = {"mu": mu, "Sigma": S, "alpha": A}
     if q_alpha_shape is not None:
         gaussian.update(q_alpha_shape=q_alpha_shape, q_alpha_rate=q_alpha_shape / A)
+    params = {k: np.full((chains, draws), float(v)) for k, v in lik.params.items()}
     if K == 1:
         return make_datatree(problem, basis=basis, columns=columns,
-                             posterior={"w": w, "alpha": alpha_draws}, log_likelihood=loglik,
+                             posterior={"w": w, "alpha": alpha_draws, **params},
+                             log_likelihood=loglik,
                              sample_stats=sample_stats, gaussian=gaussian, attrs=attrs)
     class_labels = np.asarray(problem.classes).astype(str)
     dt = make_datatree(

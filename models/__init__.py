@@ -16,6 +16,7 @@ from .kernels import (
     register_kernel,
 )
 from .latent import RVMLatent
+from .negative_binomial import RVMNegativeBinomialRegression
 from .priors import GammaPrior
 from .problems import RVMClassification, RVMPoissonRegression, RVMRegression
 
@@ -35,6 +36,7 @@ __all__ = [
     "PolynomialKernel",
     "RVMClassification",
     "RVMLatent",
+    "RVMNegativeBinomialRegression",
     "RVMPoissonRegression",
     "RVMRegression",
     "SamplingWarning",

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import ClassVar
 
 import numpy as np
 
@@ -23,9 +24,11 @@ from .checks import (
     is_dask,
 )
 from .kernels import Kernel, as_kernel
+from .likelihoods import Bernoulli, CountLikelihood, Likelihood, Poisson, Softmax
 from .priors import PRIOR_NAMES, GammaPrior, resolve_prior
 
-__all__ = ["RVMRegression", "RVMClassification", "RVMPoissonRegression"]
+__all__ = ["RVMRegression", "RVMClassification", "RVMPoissonRegression", "RVMCountsRecord",
+           "checked_counts_fields"]
 
 
 TINY_SD = 1e-100  # targets varying less than this are refused (rescale them)
@@ -291,6 +294,11 @@ class RVMClassificationRecord(RVMBasis):
     def n_classes(self) -> int:
         return int(self.classes.size)
 
+    def likelihood(self, softmax_model: bool = False) -> Likelihood:
+        """Bernoulli-logit (T01 eq. 23) or, with ``softmax_model``, softmax (eq. 28) on the
+        class codes."""
+        return Softmax(self.t, self.n_classes) if softmax_model else Bernoulli(self.t)
+
     def pymc_model(self, prior: GammaPrior | None = None, likelihood: str | None = None,
                    collapsed: bool = False):
         """The hierarchical non-centred ``pm.Model`` (Bernoulli-logit or softmax), or with
@@ -365,39 +373,30 @@ def check_counts(counts, n: int, name: str = "counts") -> np.ndarray:
     return arr.astype(np.int64)
 
 
-def check_fit_counts(counts: np.ndarray, name: str = "counts") -> None:
-    """``ValueError`` for counts a Poisson RVM cannot fit (checked counts, before any work):
+def check_fit_counts(counts: np.ndarray, name: str = "counts", what: str = "Poisson") -> None:
+    """``ValueError`` for counts a ``what`` RVM cannot fit (checked counts, before any work):
     all zero, where the log rate has no finite maximum-likelihood value (every fit drives it
     towards -inf and only the prior stops it); and counts above :data:`COUNT_MAX`, where the
     Poisson's relative noise ``1/sqrt(t)`` is below 3e-5 and the Laplace fits lose the rate
     (MacKay's overflows ``exp`` from ~1e10; the fast one puts weights at the alpha floor)."""
     if not np.any(counts):
         raise ValueError(f"{name} are all zero: the log rate has no finite maximum-likelihood "
-                         "value (a fit only drives it towards -inf); a Poisson RVM needs at "
+                         f"value (a fit only drives it towards -inf); a {what} RVM needs at "
                          "least one non-zero count")
     if counts.max() > COUNT_MAX:
         raise ValueError(
-            f"{name} must be at most {COUNT_MAX:.0e} for the Poisson RVM, got a maximum of "
+            f"{name} must be at most {COUNT_MAX:.0e} for the {what} RVM, got a maximum of "
             f"{counts.max():.3g}: at such counts the Poisson noise (relative sd "
             "1/sqrt(count) < 3e-5) is all but absent and the Laplace fits lose the log rate; "
             f"fit RVMRegression to log({name}) instead")
 
 
-def _poisson_observe(f, t_obs, n):
-    """``t ~ Poisson(exp(f))`` as the observed ``t`` of a PyMC model, with the log density in
-    the stable form ``t f - exp(f) - ln t!`` (PyMC's ``log(mu)`` of ``mu = exp(f)`` loses
-    ``f`` once ``exp(f)`` under- or overflows) and PyMC's Poisson draws."""
-    import pymc as pm
-    import pytensor.tensor as pt
-
-    pm.CustomDist("t", f, dist=lambda f, size: pm.Poisson.dist(mu=pt.exp(f), size=size),
-                  logp=lambda value, f: value * f - pt.exp(f) - pt.gammaln(value + 1.0),
-                  signature="()->()", observed=t_obs, dims="obs", shape=n)
-
-
 @dataclass(frozen=True, eq=False)
-class RVMPoissonRegressionRecord(RVMBasis):
-    """The checked fields of an :class:`RVMPoissonRegression` (build that, not this)."""
+class RVMCountsRecord(RVMBasis):
+    """The checked fields of an RVM for counts with the likelihood ``likelihood_type`` (a
+    :class:`~sparsebayes.models.likelihoods.CountLikelihood`) on ``f = Phi w``: a subclass
+    (:class:`RVMPoissonRegression`, ...) names its ``kind`` and ``likelihood_type`` and
+    builds its fields with :func:`checked_counts_fields`."""
 
     X: np.ndarray
     counts: np.ndarray
@@ -408,33 +407,54 @@ class RVMPoissonRegressionRecord(RVMBasis):
     learn_width: bool
     centres: np.ndarray | None
 
-    kind = "poisson"
+    kind = "counts"
+    likelihood_type: ClassVar[type[CountLikelihood]]
 
     @property
     def t(self) -> np.ndarray:
         """The counts (int64): the targets every method reads."""
         return self.counts
 
+    def likelihood(self, softmax_model: bool = False) -> CountLikelihood:
+        """The likelihood on the counts, its parameters at their start values."""
+        return self.likelihood_type(self.counts)
 
     def pymc_model(self, prior: GammaPrior | None = None, likelihood: str | None = None,
                    collapsed: bool = False):
-        """The hierarchical ``pm.Model``: non-centred ``w = z / sqrt(alpha)`` and
-        ``t ~ Poisson(exp(Phi w))``, or with ``collapsed=True`` ``alpha`` integrated out
-        (``w`` Student-t, T01 eq. 32); see :func:`sparsebayes.models.pymc_models.latent_model`.
-        ``likelihood``: None (the Poisson is the only one; the argument is the classifier's)."""
+        """The hierarchical ``pm.Model``: non-centred ``w = z / sqrt(alpha)`` and the counts
+        observed by the likelihood's :meth:`~.CountLikelihood.observe` given ``f = Phi w``,
+        or with ``collapsed=True`` ``alpha`` integrated out (``w`` Student-t, T01 eq. 32);
+        see :func:`sparsebayes.models.pymc_models.latent_model`. ``likelihood``: None (the
+        argument is the classifier's)."""
         from .pymc_models import latent_model
 
         if likelihood is not None:
-            raise ValueError(f"likelihood must be None (the Poisson), got {likelihood!r}")
-        return latent_model(self, _poisson_observe, prior=prior, collapsed=collapsed)
+            raise ValueError(f"likelihood must be None (the {self.likelihood_type.name}), got "
+                             f"{likelihood!r}")
+        return latent_model(self, self.likelihood().observe, prior=prior, collapsed=collapsed)
 
 
-class RVMPoissonRegression(RVMPoissonRegressionRecord):
-    """Sparse Bayesian Poisson regression for counts: ``t_n ~ Poisson(exp(f_n))``,
-    ``f = Phi w``, ``w_i ~ N(0, 1/alpha_i)``.
+def checked_counts_fields(likelihood_type: type[CountLikelihood], X, counts,
+                          kernel: Kernel | str | Callable = "gaussian", bias: bool = True,
+                          extra_columns: Sequence[str] = (),
+                          prior: GammaPrior | str | None = None, learn_width: bool = False,
+                          centres: int | np.ndarray | None = None) -> tuple:
+    """The checked fields of an :class:`RVMCountsRecord` with the likelihood
+    ``likelihood_type``, in order: what its class's ``__init__`` passes on (the arguments
+    are those of :class:`RVMPoissonRegression`)."""
+    if is_dask(X) or is_dask(counts):
+        raise TypeError("Dask arrays are taken by RVMRegression; for counts pass NumPy "
+                        "arrays (X.compute()) with a dictionary (centres=M)")
+    X, kernel, extra, centres = _checked_common(X, kernel, bias, extra_columns, prior,
+                                                learn_width, centres)
+    counts = check_counts(counts, X.shape[0])
+    check_fit_counts(counts, what=likelihood_type.label)
+    fields = (X, counts, kernel, bias, extra)
+    record = RVMCountsRecord(*fields, None, learn_width, centres)
+    return (*fields, _named_prior(record, prior), learn_width, centres)
 
-    The RVM of Tipping 2001 §3 with a Poisson likelihood and log link (PRML §7.2.3).
 
+COUNTS_PARAMETERS = """
     Parameters
     ----------
     X : array of shape (n, d)
@@ -449,33 +469,36 @@ class RVMPoissonRegression(RVMPoissonRegressionRecord):
     extra_columns : sequence of str, default ()
         ``("linear",)``, ``("quadratic",)`` or both: extra non-kernel columns.
     prior : GammaPrior, str or None, default None
-        Hyperprior on ``alpha`` (and ``beta``); ``None`` is the method's default (Tipping's
-        flat prior for evidence/VRVM, a proper one for sampling); ``"weakly_informative"``
-        or ``"default"``: that named prior for this data (:mod:`sparsebayes.models.priors`),
-        used by every method.
+        Hyperprior on ``alpha``; ``None`` is the method's default (Tipping's flat prior for
+        the evidence, a proper one for sampling); ``"weakly_informative"`` or ``"default"``:
+        that named prior for this data (:mod:`sparsebayes.models.priors`), used by every
+        method.
     learn_width : bool, default False
         Maximise the evidence over the Gaussian width(s) too (§4.3, App. C).
     centres : int or array of shape (M, d), optional
         The basis dictionary: ``None`` (a kernel at every training input, the classic
         RVM), an int ``M`` (``M`` k-means centres, deterministic), or an (M, d) array
         (cost O(M^3) per step instead of O(N^3)).
+"""
 
+
+class RVMPoissonRegression(RVMCountsRecord):
+    __doc__ = """Sparse Bayesian Poisson regression for counts: ``t_n ~ Poisson(exp(f_n))``,
+    ``f = Phi w``, ``w_i ~ N(0, 1/alpha_i)``.
+
+    The RVM of Tipping 2001 §3 with a Poisson likelihood and log link (PRML §7.2.3).
+""" + COUNTS_PARAMETERS + """
     See Also
     --------
     RVMRegression
     """
 
+    kind = "poisson"
+    likelihood_type = Poisson
+
     def __init__(self, X, counts, kernel: Kernel | str | Callable = "gaussian",
                  bias: bool = True, extra_columns: Sequence[str] = (),
                  prior: GammaPrior | str | None = None, learn_width: bool = False,
                  centres: int | np.ndarray | None = None) -> None:
-        if is_dask(X) or is_dask(counts):
-            raise TypeError("Dask arrays are taken by RVMRegression; for counts pass NumPy "
-                            "arrays (X.compute()) with a dictionary (centres=M)")
-        X, kernel, extra, centres = _checked_common(X, kernel, bias, extra_columns, prior,
-                                                    learn_width, centres)
-        counts = check_counts(counts, X.shape[0])
-        check_fit_counts(counts)
-        fields = (X, counts, kernel, bias, extra)
-        record = RVMPoissonRegressionRecord(*fields, None, learn_width, centres)
-        super().__init__(*fields, _named_prior(record, prior), learn_width, centres)
+        super().__init__(*checked_counts_fields(Poisson, X, counts, kernel, bias,
+                                                extra_columns, prior, learn_width, centres))

@@ -16,7 +16,7 @@ PACKAGES = {"models": "sparsebayes.models", "inference": "sparsebayes.inference"
 LAYERS = [
     ("models", r"sparsebayes\.models(\..*)?"),
     ("core", r"sparsebayes\.inference\."
-             r"(numerics|results|likelihoods|samplers|progress|family|contract)"),
+             r"(numerics|results|samplers|progress|family|contract)"),
     ("predictive", r"sparsebayes\.inference\.predictive(\..*)?"),
     ("rvm", r"sparsebayes\.inference\.rvm(\..*)?"),
     ("gp", r"sparsebayes\.inference\.gp(\..*)?"),
@@ -161,6 +161,26 @@ def test_no_branching_on_kernel_classes():
              and len(node.args) == 2 and names & {n.id for n in ast.walk(node.args[1])
                                                    if isinstance(n, ast.Name)}]
     assert "GaussianKernel" in names and not found, "\n".join(found)
+
+
+def test_no_branching_on_likelihood_classes():
+    """No ``isinstance(x, <a likelihood class>)`` outside ``models/likelihoods.py``: what a
+    likelihood does (derivatives, parameters, draws, PyMC observe) it declares itself, so a
+    likelihood defined outside the package is served the same way. The two exceptions are
+    the Laplace driver's compiled Bernoulli loops (a speed path with the general code
+    beside it)."""
+    from sparsebayes.models import likelihoods, negative_binomial
+
+    names = {n for mod in (likelihoods, negative_binomial) for n in dir(mod)
+             if isinstance(getattr(mod, n), type)
+             and issubclass(getattr(mod, n), likelihoods.Likelihood)}
+    found = [f"{path.name}:{node.lineno}" for path, node in _nodes()
+             if path.name != "likelihoods.py" and isinstance(node, ast.Call)
+             and isinstance(node.func, ast.Name) and node.func.id == "isinstance"
+             and len(node.args) == 2 and names & {n.id for n in ast.walk(node.args[1])
+                                                   if isinstance(n, ast.Name)}]
+    assert {"Poisson", "NegativeBinomial", "Bernoulli"} <= names
+    assert len(found) <= 2 and all(f.startswith("laplace.py") for f in found), found
 
 
 def test_frozen_records_are_not_mutated():

@@ -35,8 +35,8 @@ from scipy.special import expit, log_expit, log_softmax, logsumexp, ndtri, softm
 from scipy.stats import qmc
 
 from sparsebayes.models import NumericalWarning, RVMClassification
+from sparsebayes.models.likelihoods import pair_logits
 
-from ..likelihoods import pair_logits
 from ..numerics import warn_user
 from ..results import flat_draws
 from .regression import design

@@ -40,9 +40,7 @@ from scipy import linalg, optimize
 
 from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning, RVMClassification
 from sparsebayes.models.basis import Basis
-
-from ..contract import options_from_attrs
-from ..likelihoods import (
+from sparsebayes.models.likelihoods import (
     Bernoulli,
     Likelihood,
     likelihood_for,
@@ -50,6 +48,8 @@ from ..likelihoods import (
     pair_gradient,
     pair_logits,
 )
+
+from ..contract import options_from_attrs
 from ..numerics import check_rows_out, cholesky, cholesky_inverse, one_blas_thread, warn_user
 from ..predictive.classification import cavity_logpdf, moderated_from_moments, pair_logit_moments
 from ..predictive.regression import design
@@ -212,8 +212,9 @@ def laplace_posterior(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, *,
     alpha : (M,) for the Bernoulli model, (M, K) for the softmax; ``inf`` excludes a weight.
     softmax_model : use T01 eq. (28) (default: when ``alpha`` is 2-D).
     w0 : starting weights for the pairs (finite entries of ``alpha``, class-major).
-    lik : another likelihood on ``f = Phi w`` (e.g. :class:`~..likelihoods.Poisson`; ``t``
-        and ``n_classes`` are then unused).
+    lik : another likelihood on ``f = Phi w`` (e.g.
+        :class:`~sparsebayes.models.likelihoods.Poisson`; ``t`` and ``n_classes`` are then
+        unused).
     """
     alpha = np.asarray(alpha, dtype=float)
     if softmax_model is None:
@@ -538,7 +539,7 @@ def _solve(problem, *, algorithm: str, softmax_model: bool, shared: bool, max_it
     ``max_outer`` rounds (without the gain rule the width creeps along the ridge to the
     round cap). ``warm``: the first round starts from this model
     (cols, cls, alpha, weights on the columns as ``problem.basis`` makes them). ``lik``: the
-    likelihood (default: the problem's, :func:`~..likelihoods.likelihood_of`)."""
+    likelihood (default: the problem's, :func:`~sparsebayes.models.likelihoods.likelihood_of`)."""
     prior = problem.prior if problem.prior is not None else GammaPrior()
     if lik is None:
         lik = likelihood_of(problem, softmax_model)
@@ -677,9 +678,10 @@ def laplace_datatree(problem, basis, lik, lap: Laplace, res: ClassFit, *, shared
 FLOOR_REASONS = {
     "classes": "the classes are (nearly) separable and only the bound keeps the weights "
                "finite; the probabilities are very confident",
-    "counts": "the counts are very large or vary more than a Poisson allows (over-"
-              "dispersed) and only the bound keeps the weights finite; the fitted rates "
-              "follow the counts closely",
+    "counts": "the counts are very large or vary more than the likelihood allows (a "
+              "Poisson's over-dispersed counts: try RVMNegativeBinomialRegression) and only "
+              "the bound keeps the weights finite; the fitted rates follow the counts "
+              "closely",
 }
 
 
@@ -738,23 +740,53 @@ def fit_laplace(problem, lik, algorithm: str, method: str, *, seed, max_iter: in
                 draws: int, chains: int, alpha_min: float, shared: bool = False
                 ) -> xr.DataTree:
     """Laplace type-II ML of an RVM with the non-Gaussian likelihood ``lik`` on its latent
-    ``f = Phi w`` (any :class:`~..likelihoods.Likelihood`; checked options): ``algorithm``
-    "fast" (TF03 on the Laplace surrogate, :func:`fit_fast`) or "mackay" (T01 eq. 16,
+    ``f = Phi w`` (any :class:`~sparsebayes.models.likelihoods.Likelihood`; checked
+    options), its own parameters learned by :func:`learned_likelihood`: ``algorithm`` "fast"
+    (TF03 on the Laplace surrogate, :func:`fit_fast`) or "mackay" (T01 eq. 16,
     :func:`fit_mackay`), the warnings of :func:`warn_fit` (``method`` names the fit in them)
     and the result of :func:`laplace_datatree`."""
     # one BLAS thread: thousands of calls on matrices of tens to hundreds of rows, where
     # OpenBLAS threads only add synchronisation
     start = time.perf_counter()
+
+    def solve(lik):
+        return _solve(problem, algorithm=algorithm, softmax_model=lik.n_out > 1, shared=shared,
+                      max_iter=int(max_iter), tol=float(tol), alpha_min=float(alpha_min),
+                      lik=lik)
+
     with one_blas_thread():
-        sol = _solve(
-            problem, algorithm=algorithm, softmax_model=lik.n_out > 1, shared=shared,
-            max_iter=int(max_iter), tol=float(tol), alpha_min=float(alpha_min), lik=lik)
+        if lik.param_names:
+            lik = learned_likelihood(lik, solve)
+        sol = solve(lik)
     optimise_seconds = time.perf_counter() - start
     warn_fit(sol.notes, sol.run.at_floor, alpha_min, sol.run.converged and sol.lap.converged,
-             method, max_iter, "counts" if lik.name == "poisson" else "classes")
+             method, max_iter, lik.floor_reason)
     return laplace_datatree(problem, sol.basis, sol.lik, sol.lap, sol.run, shared=shared,
                             seed=seed, draws=draws, chains=chains, n_iter=sol.n_iter,
                             trace=sol.trace, optimise_seconds=optimise_seconds)
+
+
+def learned_likelihood(lik, solve, xtol: float = 1e-2):
+    """The likelihood with its own parameters (``lik.param_names``, e.g. a negative
+    binomial's dispersion) at the maximum of the Laplace evidence (PRML 7.114) over their
+    logs within ``lik.log_bounds``: the profile evidence, each value a whole ``solve(lik)``
+    (alpha and the pruning re-fitted). One parameter: Brent's bounded search; more:
+    Powell's method from the likelihood's start values. ``xtol``: in the log parameters."""
+    names = lik.param_names
+    bounds = [lik.log_bounds[k] for k in names]
+
+    def minus_evidence(x):
+        values = np.exp(np.atleast_1d(x))
+        return -solve(lik.with_params(**dict(zip(names, values, strict=True)))).lap.log_evidence
+
+    if len(names) == 1:
+        x = optimize.minimize_scalar(minus_evidence, bounds=bounds[0], method="bounded",
+                                     options={"xatol": xtol}).x
+    else:
+        x0 = np.clip(np.log([lik.params[k] for k in names]), *np.transpose(bounds))
+        x = optimize.minimize(minus_evidence, x0, method="Powell", bounds=bounds,
+                              options={"xtol": xtol, "ftol": 1e-6}).x
+    return lik.with_params(**dict(zip(names, np.exp(np.atleast_1d(x)), strict=True)))
 
 
 def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-3,

@@ -19,11 +19,11 @@ import numpy as np
 import xarray as xr
 
 from sparsebayes.models import GammaPrior, NumericalWarning, RVMRegression, SamplingWarning
+from sparsebayes.models.likelihoods import likelihood_of
 from sparsebayes.models.priors import data_scales, resolve_prior
 from sparsebayes.models.pymc_models import auto_form, check_form, check_proper, regression_model
 
 from .. import progress
-from ..likelihoods import likelihood_of
 from ..numerics import check_positive_int, one_blas_thread, show_progress, warn_user
 from ..results import gaussian_log_likelihood, make_datatree, relevance_counts
 from ..samplers import COMPILED_VI, SAMPLERS, check_tune, diagnose, run_sampler
@@ -62,7 +62,8 @@ def mcmc_cost(N: int, M: int, n_params: int, draws: int, tune: int, chains: int,
 def gaussian_noise(problem) -> bool:
     """Whether the problem is RVM regression (Gaussian noise, T01 eq. 4: ``w`` integrated
     out in closed form, eq. 15); every other RVM problem has a non-Gaussian likelihood on
-    ``f = Phi w`` (:func:`~..likelihoods.likelihood_of`) and integrates ``alpha`` out."""
+    ``f = Phi w`` (:func:`~sparsebayes.models.likelihoods.likelihood_of`) and integrates
+    ``alpha`` out."""
     return isinstance(problem, RVMRegression)
 
 
@@ -118,8 +119,10 @@ def conditional_weights(Phi: np.ndarray, t: np.ndarray, alpha: np.ndarray, beta:
     return W.reshape(alpha.shape), MU.reshape(alpha.shape)
 
 
-def _assemble(problem, model, *, alpha, beta, w, extra_stats, attrs, rng) -> xr.DataTree:
-    """The common layout from posterior arrays with leading (chain, draw)."""
+def _assemble(problem, model, *, alpha, beta, w, extra_stats, attrs, rng,
+              likelihood_draws=None) -> xr.DataTree:
+    """The common layout from posterior arrays with leading (chain, draw);
+    ``likelihood_draws``: those of the likelihood's own parameters (:func:`_likelihood_draws`)."""
     basis = problem.basis
     Phi = basis.design(problem.X)
     columns = np.arange(basis.n_columns)
@@ -146,6 +149,9 @@ def _assemble(problem, model, *, alpha, beta, w, extra_stats, attrs, rng) -> xr.
         softmax_model = F.ndim == 4  # (chain, draw, n, K); binary: (chain, draw, n)
         lik = likelihood_of(problem, softmax_model)
         attrs["likelihood"] = lik.name
+        if likelihood_draws:
+            posterior.update(likelihood_draws)
+            lik = lik.with_params(**{k: v[..., None] for k, v in likelihood_draws.items()})
         loglik = lik.loglik(F if softmax_model else F[..., None])
     dt = make_datatree(problem, basis=basis, columns=columns, posterior=posterior,
                        log_likelihood=loglik, sample_stats=extra_stats, attrs=attrs, **extra)
@@ -209,6 +215,19 @@ def _draws(problem, post: xr.Dataset, prior: GammaPrior, collapsed: bool,
     else:  # noise fixed
         beta = np.full(alpha.shape[:2], 1.0 / problem.noise_sd**2)
     return alpha, beta, (None if collapsed else get("w"))
+
+
+def _likelihood_draws(problem, post: xr.Dataset, shape: tuple[int, int] | None = None
+                      ) -> dict:
+    """Draws (chain, draw) of the likelihood's own parameters (e.g. a
+    dispersion) from a sampled or VI posterior; none for Gaussian noise."""
+    if gaussian_noise(problem):
+        return {}
+    out = {}
+    for name in likelihood_of(problem).param_names:
+        arr = post[name].values
+        out[name] = arr if shape is None else arr.reshape(shape)
+    return out
 
 
 def _model_for(problem, prior, collapsed: bool, likelihood, form: str, sampler: str
@@ -347,6 +366,7 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
             adaptation=adaptation, progressbar=progressbar)
     rng = np.random.default_rng(None if seed is None else seed + 1)
     alpha, beta, w = _draws(problem, post_ds, prior, collapsed, rng)
+    likelihood_draws = _likelihood_draws(problem, post_ds)
     attrs = {
         "sampler": sampler,
         "collapsed": int(collapsed),
@@ -360,10 +380,11 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
         **form_attrs,
     }
     dt = _assemble(problem, model, alpha=alpha, beta=beta, w=w, extra_stats=stats,
-                   attrs=attrs, rng=rng)
+                   attrs=attrs, rng=rng, likelihood_draws=likelihood_draws)
     sampled = ("alpha", "beta", "w")
     if collapsed:
         sampled = ("alpha", "beta") if gaussian_noise(problem) else ("w",)
+    sampled += tuple(likelihood_draws)
     diag = diagnose(dt, sampled, warn=warn)
     dt.attrs.update(n_divergent=diag["n_divergent"], max_rhat=diag["max_rhat"],
                     min_ess_bulk=diag["min_ess_bulk"], min_ess_tail=diag["min_ess_tail"],
@@ -497,6 +518,7 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
     post = sample["posterior"].to_dataset()
     rng = np.random.default_rng(None if seed is None else seed + 1)
     alpha, beta, w = _draws(problem, post, prior, collapsed, rng, shape=(chains, draws))
+    likelihood_draws = _likelihood_draws(problem, post, shape=(chains, draws))
     elbo = float(-np.mean(hist[-window:]))
     if not callback.converged:
         warn_user(f"{name} did not converge in max_iter={max_iter} iterations (the ELBO still "
@@ -520,7 +542,8 @@ def _fit_vi(problem, method: str, *, seed, max_iter, tol, window, learning_rate,
         **form_attrs,
     }
     return _assemble(problem, model, alpha=alpha, beta=beta, w=w,
-                     extra_stats={"elbo": (("iteration",), -hist)}, attrs=attrs, rng=rng)
+                     extra_stats={"elbo": (("iteration",), -hist)}, attrs=attrs, rng=rng,
+                     likelihood_draws=likelihood_draws)
 
 
 def fit_advi(problem, *, seed: int | None = None, max_iter: int = 30000, tol: float = 1e-4,

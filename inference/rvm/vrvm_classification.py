@@ -37,9 +37,9 @@ import xarray as xr
 from scipy.special import log_expit, logsumexp, softmax
 
 from sparsebayes.models import GammaPrior, NumericalWarning, RVMClassification
+from sparsebayes.models.likelihoods import likelihood_for, pair_logits
 from sparsebayes.models.priors import resolve_prior
 
-from ..likelihoods import likelihood_for, pair_logits
 from ..numerics import (
     LOG_2PI,
     check_rows_out,

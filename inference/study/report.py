@@ -655,6 +655,17 @@ TEXT_TERMS = {
 }
 
 
+def _family_term(m: MethodSpec) -> str:
+    """A method without its own entry in :data:`METHOD_TERMS`: its problem class's summary
+    (the first phrase of its docstring) and the method."""
+    kinds = {kind for kind, _ in FAMILIES.get(m.family, {}).values()}
+    what = [f"{c.__doc__.strip().split(':')[0].split('.')[0]} (`{c.__name__}`)"
+            for c in (MODEL_FAMILIES[k].problem_type for k in sorted(kinds)
+                      if k in MODEL_FAMILIES) if c.__doc__]
+    name = "; ".join(what) or f"`{m.family}`"
+    return f"{name} fitted by `{m.method}`" if m.method else name
+
+
 def method_glossary(methods, short: dict[str, str]) -> list[str]:
     """One line per method of the study (by its short name in the tables): what it is
     (:data:`METHOD_TERMS`) and what its options change (:data:`_OPTION_TERMS`)."""
@@ -664,8 +675,7 @@ def method_glossary(methods, short: dict[str, str]) -> list[str]:
         if m.family == "sklearn":
             what = f"a scikit-learn estimator, `{m.method}`"
         else:
-            what = METHOD_TERMS.get((m.family, m.method), f"`{m.family}` fitted by "
-                                    f"`{m.method}`" if m.method else f"`{m.family}`")
+            what = METHOD_TERMS.get((m.family, m.method)) or _family_term(m)
         opts = [_OPTION_TERMS[k].format(v) for k, v in m.options if k in _OPTION_TERMS]
         rest = [f"{k}={v}" for k, v in m.options if k not in _OPTION_TERMS]
         if m.family != "sklearn" and (opts or rest):
@@ -747,7 +757,7 @@ def _plot_predictive(out: Path, data: DataSpec, methods, table, fig_path: Path,
         row = table[(table["dataset"] == data.label) & (table["method"] == m.label)
                     & (table["split"] == 0)]
         rmse = float(row["rmse"].iloc[0]) if len(row) else np.nan
-        vectors = f"{rx.size} vectors marked" if _has_vectors(m, REGRESSION) else \
+        vectors = f"{rx.size} vectors marked" if _has_vectors(m, data.info.task) else \
             "every training point (GP)"
         ax.set_title(f"{_short(m, methods)}\n{vectors}, test RMSE {_fmt(rmse)}", fontsize=9)
         ax.set_xlabel("x")

@@ -88,3 +88,17 @@ def test_a_family_registered_at_run_time_is_served_everywhere(data, monkeypatch)
     got = loo(mine, "refit").elpd_i.values  # no warm refits: cold ones by fit
     want, _ = cold_refit_logpdf(ref, [np.array([i]) for i in range(t.size)])
     np.testing.assert_allclose(got, want, atol=1e-8)
+
+
+def test_register_family_refuses_a_taken_kind_and_a_non_family(monkeypatch):
+    from sparsebayes.inference import families
+
+    monkeypatch.setattr(families, "FAMILIES", dict(families.FAMILIES))
+    with pytest.raises(ValueError, match="registered already"):
+        families.register_family(RVM_REGRESSION)
+    with pytest.raises(TypeError, match="must be a Family"):
+        families.register_family("toy")
+    toy = Family(kind="toy2", study_name="toy2", problem_type=ToyRegression,
+                 task="regression", fit_methods={}, predict_kinds={}, default_predict={},
+                 replicates=RVM_REGRESSION.replicates, training_problem=lambda post: None)
+    assert families.register_family(toy) is toy and families.family_of("toy2") is toy

@@ -23,7 +23,6 @@ import pytest
 from scipy import integrate, special
 
 from sparsebayes.inference import fit, predict
-from sparsebayes.inference.likelihoods import likelihood_for
 from sparsebayes.inference.loo import gaussian_loo_logpdf
 from sparsebayes.inference.predictive.classification import (
     bound_sites,
@@ -39,6 +38,7 @@ from sparsebayes.inference.results import basis_from_posterior
 from sparsebayes.inference.rvm import laplace as lp
 from sparsebayes.inference.rvm import vrvm_classification as vc
 from sparsebayes.models import GaussianKernel, RVMClassification, datasets
+from sparsebayes.models.likelihoods import likelihood_for
 
 
 def ripley(n, seed):

@@ -12,7 +12,6 @@ from scipy import integrate, optimize
 from scipy.special import expit, log_expit, logsumexp
 
 from sparsebayes.inference import fit, predict
-from sparsebayes.inference.likelihoods import likelihood_for
 from sparsebayes.inference.predictive.classification import moderated_bernoulli
 from sparsebayes.inference.rvm.laplace import (
     laplace_posterior,
@@ -26,6 +25,7 @@ from sparsebayes.models import (
     RVMClassification,
     datasets,
 )
+from sparsebayes.models.likelihoods import likelihood_for
 
 ALPHA_FLOOR = r"\d+ weight precision\(s\) hit the floor"
 

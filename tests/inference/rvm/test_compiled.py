@@ -9,11 +9,11 @@ import numpy as np
 from scipy import optimize
 from scipy.special import log_expit
 
-from sparsebayes.inference.likelihoods import Bernoulli
 from sparsebayes.inference.rvm import compiled
 from sparsebayes.inference.rvm.sequential import Policy, SequentialSparseBayes
 from sparsebayes.inference.testing import laplace_mode
 from sparsebayes.models import GaussianKernel, RVMClassification, datasets
+from sparsebayes.models.likelihoods import Bernoulli
 
 
 def _design(n=80, seed=4):

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from conftest import DATA, needs_data
 
-from sparsebayes.inference.likelihoods import Bernoulli, Likelihood, likelihood_for
 from sparsebayes.inference.rvm.sequential import DenseProducts, Policy, SequentialSparseBayes
 from sparsebayes.inference.testing import laplace_mode, laplace_surrogate
 from sparsebayes.models import GaussianKernel, RVMClassification, datasets
+from sparsebayes.models.likelihoods import Bernoulli, Likelihood, likelihood_for
 
 
 def _problem(K):
@@ -275,7 +275,7 @@ def test_draws_loglik_in_blocks_equals_all_draws_at_once(K, monkeypatch):
     softmax / Bernoulli log probability of all logits at once (scipy's logsumexp)."""
     from scipy.special import log_softmax
 
-    from sparsebayes.inference import likelihoods
+    from sparsebayes.models import likelihoods
 
     Phi, lik = _problem(K)
     rng = np.random.default_rng(1)

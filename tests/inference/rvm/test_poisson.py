@@ -13,12 +13,12 @@ from scipy import integrate, optimize, stats
 from sklearn.linear_model import PoissonRegressor
 
 from sparsebayes.inference import fit, predict
-from sparsebayes.inference.likelihoods import Poisson
 from sparsebayes.inference.loo import loo
 from sparsebayes.inference.predictive.regression import design
-from sparsebayes.inference.rvm import poisson
+from sparsebayes.inference.rvm import counts as poisson
 from sparsebayes.inference.rvm.laplace import laplace_posterior
 from sparsebayes.models import GaussianKernel, NumericalWarning, RVMPoissonRegression
+from sparsebayes.models.likelihoods import Poisson
 
 
 def sine_counts(n: int, seed: int = 0):
@@ -111,7 +111,7 @@ def test_recovers_known_rate(sine200):
     problem, post, rate = sine200
     assert post.attrs["converged"] == 1
     assert post.attrs["problem_kind"] == "poisson" and post.attrs["likelihood"] == "poisson"
-    pred = poisson.predict_laplace(post, problem.X)
+    pred = poisson.RVM_POISSON.predict_kinds["laplace"](post, problem.X)
     rel = np.sqrt(np.mean((pred.mean - rate) ** 2) / np.mean(rate**2))
     assert rel < 0.15
     assert post.attrs["n_relevant"] < 20  # sparse
@@ -141,7 +141,7 @@ def test_fast_and_mackay_reach_the_same_fit(sine200):
         mk = poisson.fit_mackay(problem, seed=0, max_iter=300)
     assert post.attrs["log_evidence"] > mk.attrs["log_evidence"] - 0.1
     for res in (post, mk):
-        m = poisson.predict_laplace(res, problem.X).mean
+        m = poisson.RVM_POISSON.predict_kinds["laplace"](res, problem.X).mean
         assert np.sqrt(np.mean((m - rate) ** 2) / np.mean(rate**2)) < 0.15
 
 
@@ -188,7 +188,7 @@ def test_interval_is_the_count_quantiles():
 def test_samples_predictive_is_the_poisson_mixture(sine200):
     problem, post, _ = sine200
     X = problem.X[:7]
-    pred = poisson.predict_samples(post, X, max_draws=50)
+    pred = poisson.RVM_POISSON.predict_kinds["samples"](post, X, max_draws=50)
     w = post["posterior"]["w"].values.reshape(-1, post["posterior"]["w"].shape[-1])
     w = w[np.linspace(0, w.shape[0] - 1, 50).round().astype(int)]
     lam = np.exp(w @ design(post, X).T)
@@ -214,7 +214,7 @@ def test_cavity_loo_against_refits_at_fixed_alpha(sine200):
     """LA-LOO (Vehtari et al. 2016) against the Laplace posterior refitted without the point
     at the same alpha, with its predictive at the point."""
     problem, post, _ = sine200
-    cav = poisson.poisson_cavity_logpdf(post)
+    cav = poisson.RVM_POISSON.optimistic_loo(post)
     Phi = design(post, problem.X)
     alpha = post["gaussian_posterior"]["alpha"].values
     for n in (0, 50, 120, 199):
@@ -360,7 +360,7 @@ def test_small_and_large_rates(level):
     t = np.random.default_rng(9).poisson(np.exp(level + np.sin(X[:, 0])))
     post = poisson.fit_evidence(RVMPoissonRegression(X, t, kernel=GaussianKernel(1.5)))
     assert post.attrs["converged"] == 1
-    pred = poisson.predict_laplace(post, X)
+    pred = poisson.RVM_POISSON.predict_kinds["laplace"](post, X)
     assert abs(pred.mean.mean() - t.mean()) < 3 * np.sqrt(t.mean() / t.size)
 
 
@@ -393,7 +393,7 @@ def test_alpha_floor_warning_speaks_of_counts_not_classes():
                              max_iter=300)
     floor = [str(w.message) for w in record if w.category is NumericalWarning
              and "hit the floor" in str(w.message)]
-    assert floor and all("counts are very large or vary more than a Poisson" in m
+    assert floor and all("counts are very large or vary more than the likelihood" in m
                          and "separable" not in m for m in floor)
 
 
@@ -406,7 +406,7 @@ def test_warm_refits_against_cold_refits():
     X, t, _ = sine_counts(60, seed=10)
     post = fit(RVMPoissonRegression(X, t, kernel=GaussianKernel(1.5)), "evidence", seed=0)
     folds = [np.array([i]) for i in (0, 17, 33, 59)]
-    warm = poisson.PoissonRefits(post)
+    warm = poisson.RVM_POISSON.warm_refits["evidence"](post)
     cold, failed = cold_refit_logpdf(post, folds, progressbar=False)
     assert failed == 0
     for rows in folds:

@@ -14,7 +14,6 @@ from scipy import stats
 from scipy.special import expit, log_softmax
 
 from sparsebayes.inference import fit
-from sparsebayes.inference.likelihoods import likelihood_for
 from sparsebayes.inference.rvm.diagnostics import (
     psis_khat,
     pymc_vi_log_ratios,
@@ -31,6 +30,7 @@ from sparsebayes.models import (
     RVMRegression,
     datasets,
 )
+from sparsebayes.models.likelihoods import likelihood_for
 
 
 def arviz_khat(log_ratios: np.ndarray) -> float:

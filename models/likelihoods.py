@@ -1,23 +1,27 @@
 """The non-Gaussian likelihoods of the RVM (Tipping 2001): Bernoulli with the logistic link
-(eq. 23), softmax (eq. 28) and Poisson with the log link (count data, T01 §3's Laplace
-scheme with PRML §7.2.3), per point their log probability and its first three
+(eq. 23), softmax (eq. 28) and likelihoods of counts with the log link (T01 §3's Laplace
+scheme with PRML §7.2.3): per point their log probability and its first three
 derivatives in the latent ``F``, and the products with the design of the (basis, class)
-pairs in a model that the Laplace approximation's Newton iteration needs (eqs. 24-25)."""
+pairs in a model that the Laplace approximation's Newton iteration needs (eqs. 24-25).
+
+A likelihood of counts (:class:`CountLikelihood`, e.g. :class:`Poisson`) is the one object
+of its likelihood: besides the Newton terms it owns its parameters (e.g. a
+dispersion), its PyMC observed variable, its replicate draws and its predictive pmf and
+cdf, and the families, predictives and leave-one-out of the library derive from it."""
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import expit, gammaln, log_expit, logsumexp, softmax
-
-from sparsebayes.models import RVMPoissonRegression
+from scipy.special import expit, gammaincc, gammaln, log_expit, logsumexp, softmax
 
 LOGLIK_BLOCK = 2_000_000  # logits held at once when the pointwise log-likelihood is drawn
 
-__all__ = ["Likelihood", "Bernoulli", "Softmax", "Poisson", "likelihood_for", "likelihood_of",
-           "class_bounds", "pair_logits", "pair_gradient", "pair_hessian"]
+__all__ = ["Likelihood", "Bernoulli", "Softmax", "CountLikelihood", "Poisson",
+           "likelihood_for", "likelihood_of", "class_bounds", "pair_logits", "pair_gradient",
+           "pair_hessian"]
 
 LOG_RATE_MAX = 700.0  # exp(f) is taken at min(f, this): no overflow on a Newton trial step
-
+RATE_MAX = 1e15  # replicate draws at rates above this are drawn at this rate (numpy's bound)
 
 
 class Likelihood:
@@ -27,6 +31,9 @@ class Likelihood:
     n_out: int
     name: str  # the result's attrs["likelihood"]
     grad_scale = 1.0  # the size of a point's gradient term (the mode's convergence test)
+    floor_reason = "classes"  # why weights reach the alpha floor (the fits' warning)
+    param_names: tuple[str, ...] = ()  # its own parameters (in ``params``)
+    params: dict = {}
 
     def logits(self, Phi_act: np.ndarray, cls: np.ndarray, theta: np.ndarray) -> np.ndarray:
         """``F`` (N, n_out)."""
@@ -160,18 +167,63 @@ class Softmax(Likelihood):
         return 0.5 * np.einsum("nik,ni->nk", B, u)
 
 
-class Poisson(Likelihood):
-    """Counts ``t_n ~ Poisson(exp(f_n))`` with the log link (the RVM of Tipping 2001 §3 with
-    a Poisson likelihood; PRML §7.2.3's Laplace scheme): ``ln p(t|f) = t f - e^f - ln t!``,
-    gradient ``t - e^f``, negative Hessian ``B = e^f``. One latent value per point."""
+class CountLikelihood(Likelihood):
+    """A likelihood of counts ``t_n`` with one latent value ``f_n`` per point and the log
+    link (mean ``exp(f)``), written once for every use:
+
+    * per point (broadcasting over ``t``, ``f`` and the parameters): :meth:`logpdf`, its
+      derivatives in ``f`` (:meth:`derivatives`: gradient, negative Hessian ``B`` and
+      ``dB/df``; T01 eqs. 24-25 and App. C's width gradient), :meth:`cdf`, :meth:`draw` and
+      the conditional variance factor of :meth:`extra_variance`;
+    * its parameters (:attr:`param_names`, in :attr:`params`): fixed, or learned by type-II
+      ML over their logs within :attr:`log_bounds` (the Laplace fits), sampled under
+      :meth:`prior_draws`' prior (PyMC, :meth:`observe`; the prior predictive);
+    * :meth:`observe`, the observed ``t`` of the PyMC model.
+
+    A subclass writes :meth:`logpdf`, :meth:`derivatives`, :meth:`cdf`, :meth:`draw` and
+    :meth:`observe`, and for each parameter its bounds, start and prior."""
 
     n_out = 1
-    name = "poisson"
+    label: str  # its name in messages
+    floor_reason = "counts"  # why weights reach the alpha floor (the fits' warning)
+    log_bounds: dict[str, tuple[float, float]] = {}
 
-    def __init__(self, t: np.ndarray) -> None:
+    def __init__(self, t: np.ndarray, **params) -> None:
+        unknown = set(params) - set(self.param_names)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no parameter(s) {sorted(unknown)}; "
+                            f"its parameters: {list(self.param_names)}")
         self.t = np.asarray(t, dtype=float)
-        self.log_factorial = gammaln(self.t + 1.0)
-        self.grad_scale = max(1.0, float(self.t.max(initial=0.0)))  # |t - e^f| at the mode
+        missing = [k for k in self.param_names if params.get(k) is None]
+        start = self.initial_params(self.t) if missing else {}
+        self.params = {k: start[k] if k in missing else params[k] for k in self.param_names}
+        self.grad_scale = max(1.0, float(self.t.max(initial=0.0)))  # |t - mean| at the mode
+
+    def with_params(self, **params) -> CountLikelihood:
+        """The same likelihood and targets with other parameter values."""
+        return type(self)(self.t, **{**self.params, **params})
+
+    def with_targets(self, t: np.ndarray) -> CountLikelihood:
+        """The same likelihood and parameters on other targets."""
+        return type(self)(t, **self.params)
+
+    def initial_params(self, t: np.ndarray) -> dict:
+        """The parameters' start (type-II ML) and default: none."""
+        return {}
+
+    @classmethod
+    def prior_draws(cls, shape: tuple[int, ...], rng: np.random.Generator) -> dict:
+        """Draws of the parameters from the prior :meth:`observe` puts on them."""
+        return {}
+
+    @staticmethod
+    def rate(f: np.ndarray) -> np.ndarray:
+        """``exp(f)``, with ``f`` capped at :data:`LOG_RATE_MAX` (no overflow)."""
+        return np.exp(np.minimum(f, LOG_RATE_MAX))
+
+    def extra_variance(self):
+        """``k`` in ``Var[t | f] = exp(f) + k exp(2 f)`` (0: Poisson)."""
+        return 0.0
 
     def initial_logits(self) -> np.ndarray:
         """``log(t + 1/2)``: the GLM's usual first linearisation (the working response of
@@ -179,41 +231,67 @@ class Poisson(Likelihood):
         for large counts."""
         return np.log(self.t + 0.5)[:, None]
 
-    @staticmethod
-    def rate(f: np.ndarray) -> np.ndarray:
-        """``exp(f)``, with ``f`` capped at :data:`LOG_RATE_MAX` (no overflow)."""
-        return np.exp(np.minimum(f, LOG_RATE_MAX))
-
-    @staticmethod
-    def logpmf(t: np.ndarray, f: np.ndarray) -> np.ndarray:
-        """``ln Poisson(t | exp(f)) = t f - exp(f) - ln t!`` elementwise (broadcast)."""
-        return t * f - Poisson.rate(f) - gammaln(np.asarray(t, dtype=float) + 1.0)
-
     def loglik(self, F: np.ndarray) -> np.ndarray:
         """Pointwise ``ln p(t_n | f_n)`` for ``F`` (..., N, 1)."""
-        f = F[..., 0]
-        return self.t * f - self.rate(f) - self.log_factorial
+        return self.logpdf(self.t, F[..., 0])
 
     def grad(self, F: np.ndarray) -> np.ndarray:
-        """``t - exp(f)`` (N, 1)."""
-        return (self.t - self.rate(F[:, 0]))[:, None]
+        """``d ln p / df`` (N, 1)."""
+        return self.derivatives(F[:, 0])[0][:, None]
 
     def hess(self, F: np.ndarray) -> np.ndarray:
-        """``B_n = exp(f_n)`` as (N, 1, 1)."""
-        return self.rate(F[:, 0])[:, None, None]
+        """``B_n = -d^2 ln p / df^2`` as (N, 1, 1)."""
+        return self.derivatives(F[:, 0])[1][:, None, None]
 
     def logits(self, Phi_act: np.ndarray, cls: np.ndarray, theta: np.ndarray) -> np.ndarray:
         return (Phi_act @ theta)[:, None]
 
     def newton_terms(self, Phi_act: np.ndarray, cls: np.ndarray, F: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray]:
-        """``Phi^T (t - e^f)`` and ``Phi^T diag(e^f) Phi``."""
-        lam = self.rate(F[:, 0])
-        return Phi_act.T @ (self.t - lam), Phi_act.T @ (lam[:, None] * Phi_act)
+        """``Phi^T g`` and ``Phi^T diag(B) Phi`` (T01 eq. 25)."""
+        g, B, _ = self.derivatives(F[:, 0])
+        return Phi_act.T @ g, Phi_act.T @ (B[:, None] * Phi_act)
 
     def third(self, F: np.ndarray, P: np.ndarray) -> np.ndarray:
-        """``c_n = 1/2 P_n dB_n/df_n`` with ``dB/df = e^f`` (for the width gradient)."""
-        return (0.5 * P[:, 0, 0] * self.rate(F[:, 0]))[:, None]
+        """``c_n = 1/2 P_n dB_n/df_n`` (for the width gradient)."""
+        return (0.5 * P[:, 0, 0] * self.derivatives(F[:, 0])[2])[:, None]
+
+
+class Poisson(CountLikelihood):
+    """Counts ``t_n ~ Poisson(exp(f_n))`` with the log link (the RVM of Tipping 2001 §3 with
+    a Poisson likelihood; PRML §7.2.3's Laplace scheme): ``ln p(t|f) = t f - e^f - ln t!``,
+    gradient ``t - e^f``, negative Hessian ``B = e^f``. No parameters."""
+
+    name = "poisson"
+    label = "Poisson"
+
+    def logpdf(self, t, f) -> np.ndarray:
+        """``ln Poisson(t | exp(f)) = t f - exp(f) - ln t!`` elementwise (broadcast)."""
+        return t * f - self.rate(f) - gammaln(np.asarray(t, dtype=float) + 1.0)
+
+    def derivatives(self, f: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``t - e^f``, ``B = e^f`` and ``dB/df = e^f`` at the training counts."""
+        lam = self.rate(f)
+        return self.t - lam, lam, lam
+
+    def cdf(self, k, f) -> np.ndarray:
+        """``P(t <= k) = Q(k + 1, exp(f))`` (the regularised upper incomplete gamma)."""
+        return gammaincc(np.asarray(k, dtype=float) + 1.0, self.rate(f))
+
+    def draw(self, f: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Counts ``t ~ Poisson(exp(f))``; rates above ``RATE_MAX`` are drawn at it."""
+        return rng.poisson(np.minimum(self.rate(f), RATE_MAX)).astype(np.int64)
+
+    def observe(self, f, t_obs, n) -> None:
+        """``t ~ Poisson(exp(f))`` as the observed ``t`` of a PyMC model, with the log density
+        in the stable form ``t f - exp(f) - ln t!`` (PyMC's ``log(mu)`` of ``mu = exp(f)``
+        loses ``f`` once ``exp(f)`` under- or overflows) and PyMC's Poisson draws."""
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        pm.CustomDist("t", f, dist=lambda f, size: pm.Poisson.dist(mu=pt.exp(f), size=size),
+                      logp=lambda value, f: value * f - pt.exp(f) - pt.gammaln(value + 1.0),
+                      signature="()->()", observed=t_obs, dims="obs", shape=n)
 
 
 def likelihood_for(t: np.ndarray, n_classes: int, softmax_model: bool):
@@ -221,12 +299,9 @@ def likelihood_for(t: np.ndarray, n_classes: int, softmax_model: bool):
 
 
 def likelihood_of(problem, softmax_model: bool = False) -> Likelihood:
-    """The likelihood of a non-Gaussian RVM problem on its targets ``problem.t``: Poisson
-    for :class:`~sparsebayes.models.RVMPoissonRegression`, else Bernoulli or (with
-    ``softmax_model``) softmax on the class codes of an RVM classification."""
-    if isinstance(problem, RVMPoissonRegression):
-        return Poisson(problem.t)
-    return likelihood_for(problem.t, problem.n_classes, softmax_model)
+    """The likelihood of a non-Gaussian RVM problem on its targets ``problem.t``: the one
+    its record declares (``problem.likelihood(softmax_model)``)."""
+    return problem.likelihood(softmax_model)
 
 
 def class_bounds(cls: np.ndarray, K: int) -> np.ndarray | None:
