@@ -94,7 +94,7 @@ API_TOPICS = [
      "What is believed: a problem states the data, the basis and the prior; any method of "
      ":func:`~sparsebayes.inference.fit` computes its posterior.", [
          ("Problems", ["RVMRegression", "RVMClassification", "RVMPoissonRegression",
-                       "RVMNegativeBinomialRegression",
+                       "RVMNegativeBinomialRegression", "RVMStudentTRegression",
                        "GPRegression", "GPClassification"]),
          ("Kernels and bases", ["GaussianKernel", "LinearKernel", "PolynomialKernel",
                                 "LinearSplineKernel", "LogBasis", "CallableKernel", "Kernel",

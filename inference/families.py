@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import xarray as xr
 
-from sparsebayes.models import RVMNegativeBinomialRegression
+from sparsebayes.models import RVMNegativeBinomialRegression, RVMStudentTRegression
 
 from .family import Family
 from .gp.families import GP_CLASSIFICATION, GP_REGRESSION
-from .rvm.counts import RVM_POISSON, count_family
+from .rvm.counts import RVM_POISSON, RealPredictive, count_family, latent_family
 from .rvm.families import RVM_CLASSIFICATION, RVM_REGRESSION
 
 __all__ = ["REGISTERED", "FAMILIES", "family_of", "register_family", "Family"]
@@ -19,7 +19,9 @@ __all__ = ["REGISTERED", "FAMILIES", "family_of", "register_family", "Family"]
 REGISTERED: tuple[Family, ...] = (RVM_REGRESSION, RVM_CLASSIFICATION, GP_REGRESSION,
                                   GP_CLASSIFICATION,
                                   RVM_POISSON,
-                                  count_family(RVMNegativeBinomialRegression, "nbrvm"))
+                                  count_family(RVMNegativeBinomialRegression, "nbrvm"),
+                                  latent_family(RVMStudentTRegression, "trvm", task="regression",
+                                                predictive=RealPredictive))
 FAMILIES: dict[str, Family] = {f.kind: f for f in REGISTERED}
 
 

@@ -50,8 +50,9 @@ class Family:
         ``fn(post, rows)``: the problem ``post`` was fitted to, on ``rows`` of its training
         set (leave-one-out refits).
     draw_targets : callable or None
-        ``fn(Phi, w, beta, rng)``: targets given draws of an RVM's weights (and noise
-        precision) at the design ``Phi`` (prior predictive draws); None for a GP.
+        ``fn(Phi, w, beta, rng, targets=None)``: targets given draws of an RVM's weights
+        (and noise precision) at the design ``Phi`` (prior predictive draws; ``targets``:
+        the training targets, whose scale a likelihood's prior may take); None for a GP.
     warm_refits : dict
         Point (type-II ML) method to its warm-started refits class
         (``cls(post).fold(rows_out)``, or None for cold refits); the other methods are

@@ -122,7 +122,7 @@ def add_prior_predictive(post: xr.DataTree, draws: int = 500, seed: int | None =
                     else np.exp(_log_gamma_draws(prior.c, prior.d, (1, draws), rng)))
         else:
             beta = None
-        t = family.draw_targets(Phi, w, beta, rng)
+        t = family.draw_targets(Phi, w, beta, rng, targets=post["observed_data"]["t"].values)
     if not (np.all(np.isfinite(w)) and np.all(np.isfinite(t))):
         warn_user(
             f"non-finite prior draws: the hyperprior {prior} puts mass on alpha so small that "

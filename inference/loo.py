@@ -549,7 +549,8 @@ def loo(post: xr.DataTree, estimator: str | None = None, *, pointwise: bool = Tr
                 warn_user(f"{failed} of {len(parts)} refits did not converge; their "
                           "predictive densities are those of the last iterate",
                           NumericalWarning)
-            kind = "cold" if cold_reason(post) else "warm"
+            warm = family_of(post).warm_refits.get(post.attrs["method"])
+            kind = "cold" if warm is None or cold_reason(post) else "warm"
             how = (f"Exact leave-one-out: {n} refits ({kind})." if estimator == "refit" else
                    f"{folds}-fold cross-validation: {folds} refits ({kind}).")
         else:

@@ -19,6 +19,7 @@ from .latent import RVMLatent
 from .negative_binomial import RVMNegativeBinomialRegression
 from .priors import GammaPrior
 from .problems import RVMClassification, RVMPoissonRegression, RVMRegression
+from .student_t import RVMStudentTRegression
 
 __all__ = [
     "Basis",
@@ -39,6 +40,7 @@ __all__ = [
     "RVMNegativeBinomialRegression",
     "RVMPoissonRegression",
     "RVMRegression",
+    "RVMStudentTRegression",
     "SamplingWarning",
     "SparseBayesWarning",
     "as_kernel",

@@ -16,7 +16,7 @@ from scipy.special import expit, gammaincc, gammaln, log_expit, logsumexp, softm
 
 LOGLIK_BLOCK = 2_000_000  # logits held at once when the pointwise log-likelihood is drawn
 
-__all__ = ["Likelihood", "Bernoulli", "Softmax", "CountLikelihood", "Poisson",
+__all__ = ["Likelihood", "Bernoulli", "Softmax", "LatentLikelihood", "CountLikelihood", "Poisson",
            "likelihood_for", "likelihood_of", "class_bounds", "pair_logits", "pair_gradient",
            "pair_hessian"]
 
@@ -34,6 +34,7 @@ class Likelihood:
     floor_reason = "classes"  # why weights reach the alpha floor (the fits' warning)
     param_names: tuple[str, ...] = ()  # its own parameters (in ``params``)
     params: dict = {}
+    log_concave = True  # B >= 0 everywhere: every Newton step is a Newton step
 
     def logits(self, Phi_act: np.ndarray, cls: np.ndarray, theta: np.ndarray) -> np.ndarray:
         """``F`` (N, n_out)."""
@@ -167,25 +168,25 @@ class Softmax(Likelihood):
         return 0.5 * np.einsum("nik,ni->nk", B, u)
 
 
-class CountLikelihood(Likelihood):
-    """A likelihood of counts ``t_n`` with one latent value ``f_n`` per point and the log
-    link (mean ``exp(f)``), written once for every use:
+class LatentLikelihood(Likelihood):
+    """A likelihood of targets ``t_n`` with one latent value ``f_n`` per point, written once
+    for every use:
 
     * per point (broadcasting over ``t``, ``f`` and the parameters): :meth:`logpdf`, its
       derivatives in ``f`` (:meth:`derivatives`: gradient, negative Hessian ``B`` and
-      ``dB/df``; T01 eqs. 24-25 and App. C's width gradient), :meth:`cdf`, :meth:`draw` and
-      the conditional variance factor of :meth:`extra_variance`;
+      ``dB/df``; T01 eqs. 24-25 and App. C's width gradient), :meth:`cdf` and :meth:`draw`;
     * its parameters (:attr:`param_names`, in :attr:`params`): fixed, or learned by type-II
       ML over their logs within :attr:`log_bounds` (the Laplace fits), sampled under
       :meth:`prior_draws`' prior (PyMC, :meth:`observe`; the prior predictive);
     * :meth:`observe`, the observed ``t`` of the PyMC model.
 
     A subclass writes :meth:`logpdf`, :meth:`derivatives`, :meth:`cdf`, :meth:`draw` and
-    :meth:`observe`, and for each parameter its bounds, start and prior."""
+    :meth:`observe`, and for each parameter its bounds, start and prior. A density that is
+    not log-concave in ``f`` (``B`` can be negative) sets ``log_concave = False`` and
+    writes :meth:`surrogate_precision`."""
 
     n_out = 1
     label: str  # its name in messages
-    floor_reason = "counts"  # why weights reach the alpha floor (the fits' warning)
     log_bounds: dict[str, tuple[float, float]] = {}
 
     def __init__(self, t: np.ndarray, **params) -> None:
@@ -197,13 +198,17 @@ class CountLikelihood(Likelihood):
         missing = [k for k in self.param_names if params.get(k) is None]
         start = self.initial_params(self.t) if missing else {}
         self.params = {k: start[k] if k in missing else params[k] for k in self.param_names}
-        self.grad_scale = max(1.0, float(self.t.max(initial=0.0)))  # |t - mean| at the mode
+        self.grad_scale = self.gradient_scale()
 
-    def with_params(self, **params) -> CountLikelihood:
+    def gradient_scale(self) -> float:
+        """The size of a point's gradient term (the mode's convergence test): 1."""
+        return 1.0
+
+    def with_params(self, **params) -> LatentLikelihood:
         """The same likelihood and targets with other parameter values."""
         return type(self)(self.t, **{**self.params, **params})
 
-    def with_targets(self, t: np.ndarray) -> CountLikelihood:
+    def with_targets(self, t: np.ndarray) -> LatentLikelihood:
         """The same likelihood and parameters on other targets."""
         return type(self)(t, **self.params)
 
@@ -211,25 +216,15 @@ class CountLikelihood(Likelihood):
         """The parameters' start (type-II ML) and default: none."""
         return {}
 
-    @classmethod
-    def prior_draws(cls, shape: tuple[int, ...], rng: np.random.Generator) -> dict:
-        """Draws of the parameters from the prior :meth:`observe` puts on them."""
+    def prior_draws(self, shape: tuple[int, ...], rng: np.random.Generator) -> dict:
+        """Draws of the parameters from the prior :meth:`observe` puts on them (at the
+        scale of this likelihood's targets where the prior has one)."""
         return {}
 
-    @staticmethod
-    def rate(f: np.ndarray) -> np.ndarray:
-        """``exp(f)``, with ``f`` capped at :data:`LOG_RATE_MAX` (no overflow)."""
-        return np.exp(np.minimum(f, LOG_RATE_MAX))
-
-    def extra_variance(self):
-        """``k`` in ``Var[t | f] = exp(f) + k exp(2 f)`` (0: Poisson)."""
-        return 0.0
-
-    def initial_logits(self) -> np.ndarray:
-        """``log(t + 1/2)``: the GLM's usual first linearisation (the working response of
-        IRLS, McCullagh & Nelder 1989 §2.5), not the rate 1 of ``f = 0``, which is far off
-        for large counts."""
-        return np.log(self.t + 0.5)[:, None]
+    def surrogate_precision(self, f: np.ndarray) -> np.ndarray:
+        """Positive precisions of the Gaussian surrogate the sequential fit linearises on
+        (TF03 eq. 14): ``B`` itself for a log-concave density."""
+        return self.derivatives(f)[1]
 
     def loglik(self, F: np.ndarray) -> np.ndarray:
         """Pointwise ``ln p(t_n | f_n)`` for ``F`` (..., N, 1)."""
@@ -246,15 +241,45 @@ class CountLikelihood(Likelihood):
     def logits(self, Phi_act: np.ndarray, cls: np.ndarray, theta: np.ndarray) -> np.ndarray:
         return (Phi_act @ theta)[:, None]
 
-    def newton_terms(self, Phi_act: np.ndarray, cls: np.ndarray, F: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray]:
-        """``Phi^T g`` and ``Phi^T diag(B) Phi`` (T01 eq. 25)."""
+    def newton_terms(self, Phi_act: np.ndarray, cls: np.ndarray, F: np.ndarray,
+                     positive: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """``Phi^T g`` and ``Phi^T diag(B) Phi`` (T01 eq. 25); ``positive``: with the
+        :meth:`surrogate_precision` for ``B`` (an ascent direction where ``B`` is not)."""
         g, B, _ = self.derivatives(F[:, 0])
+        if positive:
+            B = self.surrogate_precision(F[:, 0])
         return Phi_act.T @ g, Phi_act.T @ (B[:, None] * Phi_act)
 
     def third(self, F: np.ndarray, P: np.ndarray) -> np.ndarray:
         """``c_n = 1/2 P_n dB_n/df_n`` (for the width gradient)."""
         return (0.5 * P[:, 0, 0] * self.derivatives(F[:, 0])[2])[:, None]
+
+
+class CountLikelihood(LatentLikelihood):
+    """A :class:`LatentLikelihood` of counts with the log link (mean ``exp(f)``): besides
+    the latent likelihood's methods, the conditional variance factor of
+    :meth:`extra_variance` (``Var[t | f] = exp(f) + k exp(2 f)``)."""
+
+    floor_reason = "counts"  # why weights reach the alpha floor (the fits' warning)
+
+    def gradient_scale(self) -> float:
+        """``max(1, max t)``: ``|t - mean|`` at the mode."""
+        return max(1.0, float(self.t.max(initial=0.0)))
+
+    @staticmethod
+    def rate(f: np.ndarray) -> np.ndarray:
+        """``exp(f)``, with ``f`` capped at :data:`LOG_RATE_MAX` (no overflow)."""
+        return np.exp(np.minimum(f, LOG_RATE_MAX))
+
+    def extra_variance(self):
+        """``k`` in ``Var[t | f] = exp(f) + k exp(2 f)`` (0: Poisson)."""
+        return 0.0
+
+    def initial_logits(self) -> np.ndarray:
+        """``log(t + 1/2)``: the GLM's usual first linearisation (the working response of
+        IRLS, McCullagh & Nelder 1989 §2.5), not the rate 1 of ``f = 0``, which is far off
+        for large counts."""
+        return np.log(self.t + 0.5)[:, None]
 
 
 class Poisson(CountLikelihood):

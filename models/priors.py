@@ -84,11 +84,18 @@ def _gaussian_noise(problem) -> bool:
     return bool(getattr(problem, "gaussian_noise", False))
 
 
+def _real_targets(problem) -> bool:
+    """The latent function is at the scale of real-valued targets (Gaussian noise, or a
+    latent RVM with ``real_targets``, e.g. Student-t), not at a logit's or log rate's."""
+    return _gaussian_noise(problem) or bool(getattr(problem, "real_targets", False))
+
+
 def data_scales(problem) -> tuple[float, float]:
     """``alpha_unit = mean_m mean_n phi_nm^2 / var(t)``: the precision of a weight that alone
-    explains the spread of the targets; and ``var(t)`` (1 for classification logits)."""
+    explains the spread of the targets; and ``var(t)`` (1 for classification logits and log
+    rates)."""
     ms = problem.basis.mean_square(problem.X)
-    var_t = float(np.var(problem.t)) if _gaussian_noise(problem) else 1.0
+    var_t = float(np.var(problem.t)) if _real_targets(problem) else 1.0
     return max(ms, 1e-300) / var_t, var_t
 
 
@@ -159,6 +166,8 @@ def weakly_informative_prior(problem) -> GammaPrior:
     a = WEAK_SHAPE
     if _gaussian_noise(problem):
         return GammaPrior(a=a, b=(a - 1) * var_t / (2 * S), c=a, d=(a - 1) * var_t / 2)
+    if _real_targets(problem):  # the likelihood's own noise parameters have their prior
+        return GammaPrior(a=a, b=(a - 1) * var_t / (2 * S), c=0.0, d=0.0)
     return GammaPrior(a=a, b=(a - 1) * LOGIT_SD**2 / S, c=0.0, d=0.0)
 
 

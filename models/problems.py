@@ -24,11 +24,11 @@ from .checks import (
     is_dask,
 )
 from .kernels import Kernel, as_kernel
-from .likelihoods import Bernoulli, CountLikelihood, Likelihood, Poisson, Softmax
+from .likelihoods import Bernoulli, CountLikelihood, LatentLikelihood, Likelihood, Poisson, Softmax
 from .priors import PRIOR_NAMES, GammaPrior, resolve_prior
 
-__all__ = ["RVMRegression", "RVMClassification", "RVMPoissonRegression", "RVMCountsRecord",
-           "checked_counts_fields"]
+__all__ = ["RVMRegression", "RVMClassification", "RVMPoissonRegression", "LatentRVM",
+           "RVMCountsRecord", "checked_counts_fields", "RVMRealRecord", "checked_real_fields"]
 
 
 TINY_SD = 1e-100  # targets varying less than this are refused (rescale them)
@@ -391,38 +391,21 @@ def check_fit_counts(counts: np.ndarray, name: str = "counts", what: str = "Pois
             f"fit RVMRegression to log({name}) instead")
 
 
-@dataclass(frozen=True, eq=False)
-class RVMCountsRecord(RVMBasis):
-    """The checked fields of an RVM for counts with the likelihood ``likelihood_type`` (a
-    :class:`~sparsebayes.models.likelihoods.CountLikelihood`) on ``f = Phi w``: a subclass
-    (:class:`RVMPoissonRegression`, ...) names its ``kind`` and ``likelihood_type`` and
-    builds its fields with :func:`checked_counts_fields`."""
+class LatentRVM(RVMBasis):
+    """What an RVM with a :class:`~sparsebayes.models.likelihoods.LatentLikelihood` on
+    ``f = Phi w`` derives from its fields and its class's ``likelihood_type``: the
+    likelihood and the PyMC model."""
 
-    X: np.ndarray
-    counts: np.ndarray
-    kernel: Kernel
-    bias: bool
-    extra_columns: tuple[str, ...]
-    prior: GammaPrior | None
-    learn_width: bool
-    centres: np.ndarray | None
+    likelihood_type: ClassVar[type[LatentLikelihood]]
 
-    kind = "counts"
-    likelihood_type: ClassVar[type[CountLikelihood]]
-
-    @property
-    def t(self) -> np.ndarray:
-        """The counts (int64): the targets every method reads."""
-        return self.counts
-
-    def likelihood(self, softmax_model: bool = False) -> CountLikelihood:
-        """The likelihood on the counts, its parameters at their start values."""
-        return self.likelihood_type(self.counts)
+    def likelihood(self, softmax_model: bool = False) -> LatentLikelihood:
+        """The likelihood on the targets, its parameters at their start values."""
+        return self.likelihood_type(self.t)
 
     def pymc_model(self, prior: GammaPrior | None = None, likelihood: str | None = None,
                    collapsed: bool = False):
-        """The hierarchical ``pm.Model``: non-centred ``w = z / sqrt(alpha)`` and the counts
-        observed by the likelihood's :meth:`~.CountLikelihood.observe` given ``f = Phi w``,
+        """The hierarchical ``pm.Model``: non-centred ``w = z / sqrt(alpha)`` and the targets
+        observed by the likelihood's :meth:`~.LatentLikelihood.observe` given ``f = Phi w``,
         or with ``collapsed=True`` ``alpha`` integrated out (``w`` Student-t, T01 eq. 32);
         see :func:`sparsebayes.models.pymc_models.latent_model`. ``likelihood``: None (the
         argument is the classifier's)."""
@@ -432,6 +415,64 @@ class RVMCountsRecord(RVMBasis):
             raise ValueError(f"likelihood must be None (the {self.likelihood_type.name}), got "
                              f"{likelihood!r}")
         return latent_model(self, self.likelihood().observe, prior=prior, collapsed=collapsed)
+
+
+@dataclass(frozen=True, eq=False)
+class LatentRecord(LatentRVM):
+    """The checked fields of an RVM with a latent likelihood (the targets ``t``)."""
+
+    X: np.ndarray
+    t: np.ndarray
+    kernel: Kernel
+    bias: bool
+    extra_columns: tuple[str, ...]
+    prior: GammaPrior | None
+    learn_width: bool
+    centres: np.ndarray | None
+
+
+class RVMCountsRecord(LatentRecord):
+    """The checked fields of an RVM for counts with the likelihood ``likelihood_type`` (a
+    :class:`~sparsebayes.models.likelihoods.CountLikelihood`) on ``f = Phi w``: a subclass
+    (:class:`RVMPoissonRegression`, ...) names its ``kind`` and ``likelihood_type`` and
+    builds its fields with :func:`checked_counts_fields`."""
+
+    kind = "counts"
+
+    @property
+    def counts(self) -> np.ndarray:
+        """The counts (int64; ``t`` is the same array)."""
+        return self.t
+
+
+class RVMRealRecord(LatentRecord):
+    """The checked fields of an RVM for real targets ``t`` with a non-Gaussian likelihood
+    ``likelihood_type`` on ``f = Phi w`` (e.g. Student-t): a subclass names its ``kind``
+    and ``likelihood_type`` and builds its fields with :func:`checked_real_fields`. Its
+    latent function is at the targets' scale (the sampling priors read ``real_targets``)."""
+
+    kind = "latent"
+    real_targets = True
+
+
+def checked_real_fields(X, t, kernel: Kernel | str | Callable = "gaussian",
+                        bias: bool = True, extra_columns: Sequence[str] = (),
+                        prior: GammaPrior | str | None = None, learn_width: bool = False,
+                        centres: int | np.ndarray | None = None) -> tuple:
+    """The checked fields of an :class:`RVMRealRecord`, in order (the arguments are those
+    of :class:`RVMRegression` without ``noise_sd``)."""
+    if is_dask(X) or is_dask(t):
+        raise TypeError("Dask arrays are taken by RVMRegression; here pass NumPy arrays "
+                        "(X.compute()) with a dictionary (centres=M)")
+    X, kernel, extra, centres = _checked_common(X, kernel, bias, extra_columns, prior,
+                                                learn_width, centres)
+    t = check_targets(t, X.shape[0])
+    if not np.std(t) > TINY_SD:
+        raise ValueError(f"t varies by only {np.ptp(t):.3g}: there is no function to fit and "
+                         "no noise scale (rescale t)")
+    fields = (X, t, kernel, bias, extra)
+    record = RVMRealRecord(*fields, None, learn_width, centres)
+    return (*fields, _named_prior(record, prior), learn_width, centres)
 
 
 def checked_counts_fields(likelihood_type: type[CountLikelihood], X, counts,

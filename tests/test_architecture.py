@@ -169,9 +169,9 @@ def test_no_branching_on_likelihood_classes():
     likelihood defined outside the package is served the same way. The two exceptions are
     the Laplace driver's compiled Bernoulli loops (a speed path with the general code
     beside it)."""
-    from sparsebayes.models import likelihoods, negative_binomial
+    from sparsebayes.models import likelihoods, negative_binomial, student_t
 
-    names = {n for mod in (likelihoods, negative_binomial) for n in dir(mod)
+    names = {n for mod in (likelihoods, negative_binomial, student_t) for n in dir(mod)
              if isinstance(getattr(mod, n), type)
              and issubclass(getattr(mod, n), likelihoods.Likelihood)}
     found = [f"{path.name}:{node.lineno}" for path, node in _nodes()
@@ -179,8 +179,19 @@ def test_no_branching_on_likelihood_classes():
              and isinstance(node.func, ast.Name) and node.func.id == "isinstance"
              and len(node.args) == 2 and names & {n.id for n in ast.walk(node.args[1])
                                                    if isinstance(n, ast.Name)}]
-    assert {"Poisson", "NegativeBinomial", "Bernoulli"} <= names
+    assert {"Poisson", "NegativeBinomial", "StudentT", "Bernoulli"} <= names
     assert len(found) <= 2 and all(f.startswith("laplace.py") for f in found), found
+
+
+@pytest.mark.parametrize("pattern", [r"NegativeBinomial|negative_binomial",
+                                     r"(?<!pm\.)\bStudentT\b|RVMStudentTRegression|\bstudent_t\b"])
+def test_a_new_likelihood_is_named_in_at_most_three_modules(pattern):
+    """A likelihood added as one module (its likelihood and problem class) is named in at
+    most 3 modules of models/ and inference/, the package ``__init__`` files aside: its own,
+    its registration, and at most one other (a message that suggests it)."""
+    found = sorted(str(path.relative_to(ROOT)) for path, _ in MODULES.values()
+                   if path.name != "__init__.py" and re.search(pattern, path.read_text()))
+    assert 2 <= len(found) <= 3, found
 
 
 def test_frozen_records_are_not_mutated():

@@ -94,3 +94,18 @@ def test_extending_guides_geometric_likelihood_runs_and_recovers_the_rate(monkey
                                rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(B, (lik.derivatives(f - h)[0] - lik.derivatives(f + h)[0])
                                / (2 * h), rtol=1e-6)
+
+
+def test_models_guides_robust_regression_block_runs_and_the_outliers_do_not_pull_it(capsys):
+    """The models guide's Student-t block, as written: its two printed errors (Gaussian,
+    then Student-t) are those the guide states, the robust one under half the other."""
+
+    text = (ROOT / "docs" / "guide" / "models.md").read_text()
+    block = re.search(r"<!-- robust-regression -->\s*```python\n(.*?)```", text,
+                      re.S).group(1)
+    exec(compile(block, "models.md", "exec"), {"__name__": "robust_example"})
+    gauss, robust = (float(v) for v in capsys.readouterr().out.split())
+    assert robust < 0.5 * gauss
+    stated = re.search(r"prints ([0-9.]+) and ([0-9.]+)", " ".join(text.split()))
+    assert stated is not None and (float(stated.group(1)), float(stated.group(2))) == \
+        (round(gauss, 3), round(robust, 3))

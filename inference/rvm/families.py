@@ -24,15 +24,15 @@ __all__ = ["RVM_REGRESSION", "RVM_CLASSIFICATION", "regression_targets",
 
 
 def regression_targets(Phi: np.ndarray, w: np.ndarray, beta: np.ndarray | None,
-                       rng: np.random.Generator) -> np.ndarray:
+                       rng: np.random.Generator, targets=None) -> np.ndarray:
     """``t = Phi w + eps``, ``eps ~ N(0, 1/beta)`` per draw of ``w`` (chain, draw, M) and
-    ``beta`` (chain, draw): T01 eq. 4."""
+    ``beta`` (chain, draw): T01 eq. 4 (the training ``targets`` unused)."""
     mean = w @ Phi.T
     return mean + rng.standard_normal(mean.shape) / np.sqrt(beta)[..., None]
 
 
 def class_targets(Phi: np.ndarray, w: np.ndarray, beta: np.ndarray | None,
-                  rng: np.random.Generator) -> np.ndarray:
+                  rng: np.random.Generator, targets=None) -> np.ndarray:
     """A class code per draw of ``w``: Bernoulli-logit (T01 eq. 23; ``w`` (chain, draw, M)
     is the logit weight of ``classes[1]``) or softmax (eq. 28; ``w`` (chain, draw, M, K))."""
     if w.ndim == 3:

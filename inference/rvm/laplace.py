@@ -157,9 +157,9 @@ def _mode(Phi_act: np.ndarray, cls: np.ndarray, lik, alpha: np.ndarray,
         gl, H = lik.newton_terms(Phi_act, cls, F)
         g = gl - alpha * theta
         H.flat[diag] += alpha
-        L = cholesky(H)
+        L, exact = _step_factor(H, Phi_act, cls, lik, F, alpha, diag)
         if np.abs(g).max(initial=0.0) <= gtol * max(lik.grad_scale, np.abs(gl).max(initial=0.0)):
-            converged = fresh = True
+            converged, fresh = exact, True  # not a maximum where H is not positive definite
             break
         delta = linalg.lapack.dpotrs(L, g, lower=1)[0]
         step = 1.0
@@ -172,7 +172,8 @@ def _mode(Phi_act: np.ndarray, cls: np.ndarray, lik, alpha: np.ndarray,
                 break
             step *= 0.5
         if step < 1e-12:  # no ascent direction left at machine precision
-            converged = np.abs(g).max() <= 1e-6 * max(lik.grad_scale, np.abs(gl).max())
+            converged = exact and np.abs(g).max() <= 1e-6 * max(lik.grad_scale,
+                                                                np.abs(gl).max())
             fresh = True
             break
         theta, F, ll, psi = new, F_new, ll_new, psi_new
@@ -180,10 +181,27 @@ def _mode(Phi_act: np.ndarray, cls: np.ndarray, lik, alpha: np.ndarray,
         gl, H = lik.newton_terms(Phi_act, cls, F)
         g = gl - alpha * theta
         H.flat[diag] += alpha
-        L = cholesky(H)
+        L = _step_factor(H, Phi_act, cls, lik, F, alpha, diag)[0]
     loglik = float(ll.sum())
     log_ev = compiled.laplace_log_evidence(loglik, alpha, theta, L)
     return Laplace(theta, alpha, _NO_COLS, cls, F, L, loglik, log_ev, g, it, bool(converged))
+
+
+def _step_factor(H, Phi_act, cls, lik, F, alpha, diag) -> tuple[np.ndarray, bool]:
+    """The Cholesky factor of the Newton step's matrix and whether it is ``H``'s: ``H``
+    itself where it is positive definite (always for a log-concave likelihood); else, for a
+    likelihood that is not log-concave (a Student-t outlier has ``B < 0``), ``A + Phi^T B+
+    Phi`` with the likelihood's positive surrogate precisions ``B+``: an ascent direction,
+    the step halving keeping every step uphill, until the iterates reach the concave
+    neighbourhood of a mode (a point where ``H`` is not positive definite is no mode)."""
+    if lik.log_concave:
+        return cholesky(H), True
+    L, info = linalg.lapack.dpotrf(H, lower=1, clean=1)
+    if info == 0:
+        return L, True
+    H = lik.newton_terms(Phi_act, cls, F, positive=True)[1]
+    H.flat[diag] += alpha
+    return cholesky(H), False
 
 
 def _pairs_from_alpha(alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -321,7 +339,8 @@ def _one_output_surrogate(lik, F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Precisions ``b = max(B, B_FLOOR)`` (minus the likelihood's second derivative) and
     targets ``t_hat = f + g / b`` (``g`` its gradient) of a one-output likelihood at ``F``
     (N, 1): TF03 eq. 14, PRML 7.117, for any ``lik`` with ``grad`` and ``hess``."""
-    b = np.maximum(lik.hess(F)[:, 0, 0], B_FLOOR)
+    b = lik.hess(F)[:, 0, 0] if lik.log_concave else lik.surrogate_precision(F[:, 0])
+    b = np.maximum(b, B_FLOOR)
     return b, F[:, 0] + lik.grad(F)[:, 0] / b
 
 
@@ -688,14 +707,14 @@ FLOOR_REASONS = {
 def warn_fit(notes, at_floor: int, alpha_min: float, converged: bool, method: str,
              max_iter, floor_reason: str = "classes") -> None:
     """The warnings of a Laplace or VRVM fit: its notes, weights at the alpha floor
-    (:data:`FLOOR_REASONS`: separable classes, or large or over-dispersed counts), no
-    convergence."""
+    (:data:`FLOOR_REASONS`: separable classes, or large or over-dispersed counts; or the
+    likelihood's own ``floor_reason`` text), no convergence."""
     for note in notes:
         warn_user(note, NumericalWarning)
     if at_floor:
         warn_user(
             f"{at_floor} weight precision(s) hit the floor alpha_min={alpha_min:g} (unit-"
-            f"norm columns): {FLOOR_REASONS[floor_reason]}", NumericalWarning)
+            f"norm columns): {FLOOR_REASONS.get(floor_reason, floor_reason)}", NumericalWarning)
     if not converged:
         warn_user(f"{method} did not converge in max_iter={max_iter} iterations; the "
                   "result is the last iterate (converged=False)", ConvergenceWarning)
@@ -770,8 +789,10 @@ def learned_likelihood(lik, solve, xtol: float = 1e-2):
     """The likelihood with its own parameters (``lik.param_names``, e.g. a negative
     binomial's dispersion) at the maximum of the Laplace evidence (PRML 7.114) over their
     logs within ``lik.log_bounds``: the profile evidence, each value a whole ``solve(lik)``
-    (alpha and the pruning re-fitted). One parameter: Brent's bounded search; more:
-    Powell's method from the likelihood's start values. ``xtol``: in the log parameters."""
+    (alpha and the pruning re-fitted). One parameter: Brent's bounded search; more: the
+    bounded Nelder-Mead simplex from the likelihood's start values (a Student-t's scale
+    and degrees of freedom trade off along a ridge, where Powell's line searches stall).
+    ``xtol``: in the log parameters."""
     names = lik.param_names
     bounds = [lik.log_bounds[k] for k in names]
 
@@ -784,8 +805,8 @@ def learned_likelihood(lik, solve, xtol: float = 1e-2):
                                      options={"xatol": xtol}).x
     else:
         x0 = np.clip(np.log([lik.params[k] for k in names]), *np.transpose(bounds))
-        x = optimize.minimize(minus_evidence, x0, method="Powell", bounds=bounds,
-                              options={"xtol": xtol, "ftol": 1e-6}).x
+        x = optimize.minimize(minus_evidence, x0, method="Nelder-Mead", bounds=bounds,
+                              options={"xatol": 0.1 * xtol, "fatol": 1e-5}).x
     return lik.with_params(**dict(zip(names, np.exp(np.atleast_1d(x)), strict=True)))
 
 

@@ -1,12 +1,15 @@
-"""The count likelihoods' own maths against SciPy: log pmf, cdf, derivatives in the latent
-``f`` (finite differences), draws, and the negative binomial's Poisson limit."""
+"""The latent likelihoods' own maths against SciPy: log pmf or pdf, cdf, derivatives in the
+latent ``f`` (finite differences), draws, the negative binomial's Poisson limit, and the
+Student-t's parameters at the targets' scale and its problem's refusals."""
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from sparsebayes.models import RVMStudentTRegression
 from sparsebayes.models.likelihoods import Poisson
 from sparsebayes.models.negative_binomial import NegativeBinomial
+from sparsebayes.models.student_t import NU_PRIOR, StudentT
 
 T = np.array([0, 1, 2, 5, 13, 40, 0, 7])
 F = np.array([-1.0, 0.2, 0.7, 1.5, 2.4, 3.9, 1.0, -0.3])
@@ -80,3 +83,69 @@ def test_parameters_are_named_and_started_from_the_moments():
     assert NegativeBinomial(t, dispersion=3.0).with_targets(t[:5]).params == {"dispersion": 3.0}
     with pytest.raises(TypeError, match="no parameter"):
         NegativeBinomial(t, shape=1.0)
+
+
+@pytest.mark.parametrize("nu", [1.0, 2.5, 30.0])
+def test_student_t_logpdf_and_cdf_are_scipys(nu):
+    t = np.array([-3.0, 0.1, 0.4, 7.0])
+    f = np.array([0.5, 0.0, 0.4, -1.0])
+    lik = StudentT(t, sigma=0.7, nu=nu)
+    ref = stats.t(nu, loc=f, scale=0.7)
+    np.testing.assert_allclose(lik.logpdf(t, f), ref.logpdf(t), rtol=1e-12)
+    np.testing.assert_allclose(lik.cdf(t, f), ref.cdf(t), rtol=1e-12)
+
+
+def test_student_t_derivatives_in_f_are_finite_differences():
+    """Gradient, ``B = -d^2 ln p / df^2`` (negative beyond ``sqrt(nu) sigma``: an outlier)
+    and ``dB/df`` against central differences."""
+    t = np.array([0.0, 0.3, 2.0, -5.0])
+    lik = StudentT(t, sigma=0.5, nu=3.0)
+    f = np.array([0.1, 0.2, 0.0, 0.0])
+    g, B, dB = lik.derivatives(f)
+    h = 1e-5
+    gp, Bp, _ = lik.derivatives(f + h)
+    gm, Bm, _ = lik.derivatives(f - h)
+    np.testing.assert_allclose(g, (lik.logpdf(t, f + h) - lik.logpdf(t, f - h)) / (2 * h),
+                               rtol=1e-7)
+    np.testing.assert_allclose(B, -(gp - gm) / (2 * h), rtol=1e-6)
+    np.testing.assert_allclose(dB, (Bp - Bm) / (2 * h), rtol=1e-6)
+    assert np.all(B[2:] < 0) and np.all(B[:2] > 0)  # the outliers: not log-concave
+    # the surrogate's precisions: positive, B where B is above the Fisher information
+    fisher = 4.0 / (6.0 * 0.25)
+    np.testing.assert_allclose(lik.surrogate_precision(f), np.maximum(B, fisher))
+
+
+def test_student_t_draws_and_prior_draws_have_their_moments():
+    rng = np.random.default_rng(0)
+    lik = StudentT(np.zeros(0), sigma=0.5, nu=5.0)
+    draws = lik.draw(np.full(400_000, 2.0), rng)
+    assert abs(draws.mean() - 2) < 0.01
+    assert abs(draws.var() / (0.25 * 5 / 3) - 1) < 0.03
+    assert abs(lik.noise_variance() - 0.25 * 5 / 3) < 1e-12
+    assert np.isinf(StudentT(np.zeros(0), sigma=0.5, nu=2.0).noise_variance())
+    t = np.array([0.0, 4.0])  # sd 2
+    prior = StudentT(t).prior_draws((400_000,), rng)
+    assert abs(prior["sigma"].mean() - 2 * np.sqrt(2 / np.pi)) < 0.01  # HalfNormal(sd(t))
+    assert abs(prior["nu"].mean() - NU_PRIOR[0] / NU_PRIOR[1]) < 0.1  # Gamma(2, 0.1)
+
+
+def test_student_t_parameters_start_and_are_bounded_at_the_targets_scale():
+    t = np.array([0.0, 10.0, 20.0, 30.0])
+    lik = StudentT(t)
+    assert lik.params == {"sigma": pytest.approx(0.1 * t.std()), "nu": 4.0}
+    lo, hi = np.exp(lik.log_bounds["sigma"])
+    assert lo == pytest.approx(1e-4 * t.std()) and hi == pytest.approx(10 * t.std())
+    held = lik.with_targets(np.array([1.0, 1.0]))  # held-out targets keep the fit's bounds
+    assert held.log_bounds == lik.log_bounds and held.params == lik.params
+    with pytest.raises(TypeError, match="no parameter"):
+        StudentT(t, dispersion=2.0)
+
+
+def test_student_t_problem_refuses_what_it_cannot_fit():
+    X = np.linspace(0, 1, 5)[:, None]
+    with pytest.raises(ValueError, match="t varies by only"):
+        RVMStudentTRegression(X, np.ones(5))
+    with pytest.raises(ValueError, match="NaN"):
+        RVMStudentTRegression(X, [0, 1, np.nan, 2, 3])
+    with pytest.raises(ValueError, match="mismatched"):
+        RVMStudentTRegression(X, np.arange(4.0))
