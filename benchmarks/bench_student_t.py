@@ -71,8 +71,8 @@ def main() -> None:
     lines = ["# The Student-t RVM on sinc with 10% gross outliers", "",
              f"`benchmarks/bench_student_t.py{' --samplers' if args.samplers else ''}`, one "
              f"process, one BLAS thread, 2 cores, 1-minute load average {load:.2f} at the "
-             "start (the seconds are inflated by other work). RMS: of the predictive mean against the true function "
-             "on 1000 test inputs. Evidence fits (type-II ML; the Student-t's sigma and nu "
+             "start. RMS: of the predictive mean against the true function on 1000 test "
+             "inputs. Evidence fits (type-II ML; the Student-t's sigma and nu "
              "by the Laplace evidence).", "", *markdown_table(rows)]
     if args.samplers:
         X, t = sinc_with_outliers(100, 0)

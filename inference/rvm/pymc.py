@@ -426,11 +426,19 @@ class ElboConvergence:
 def _start_point(problem, model) -> dict:
     """ADVI start: every ``alpha`` at the scale of a weight that alone explains ``t`` and the
     noise variance at a tenth of ``var(t)`` (as the evidence method starts); ``w = 0`` for
-    the collapsed classification model (no ``alpha``)."""
+    the collapsed classification model (no ``alpha``); a latent likelihood's own parameters
+    that are free variables of the model at their type-II ML start (e.g. a Student-t's
+    scale at a tenth of ``sd(t)``: from its prior's scale, mean-field ADVI on a full basis
+    ends in the optimum where the noise explains the targets)."""
     alpha_unit, var_t = data_scales(problem)
+    start = {}
+    if hasattr(problem, "likelihood_type"):
+        free = {v.name for v in model.free_RVs}
+        start = {k: np.asarray(v, dtype=float) for k, v in problem.likelihood().params.items()
+                 if k in free}
     if "alpha" not in model.named_vars:
-        return {}
-    start = {"alpha": np.full(model["alpha"].shape.eval(), alpha_unit)}
+        return start
+    start["alpha"] = np.full(model["alpha"].shape.eval(), alpha_unit)
     if gaussian_noise(problem) and problem.noise_sd is None:
         start["beta"] = np.asarray(10.0 / var_t)
     return start
