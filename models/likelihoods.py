@@ -4,10 +4,11 @@ scheme with PRML §7.2.3): per point their log probability and its first three
 derivatives in the latent ``F``, and the products with the design of the (basis, class)
 pairs in a model that the Laplace approximation's Newton iteration needs (eqs. 24-25).
 
-A likelihood of counts (:class:`CountLikelihood`, e.g. :class:`Poisson`) is the one object
-of its likelihood: besides the Newton terms it owns its parameters (e.g. a
-dispersion), its PyMC observed variable, its replicate draws and its predictive pmf and
-cdf, and the families, predictives and leave-one-out of the library derive from it."""
+Each is the one object of its likelihood: besides the Newton terms it owns its PyMC
+observed variable and its replicate draws. A latent likelihood (:class:`LatentLikelihood`:
+of counts, :class:`CountLikelihood`, e.g. :class:`Poisson`; or of real targets, e.g. the
+Student-t) also owns its parameters (e.g. a dispersion) and its predictive density and cdf,
+and the families, predictives and leave-one-out of the library derive from it."""
 
 from __future__ import annotations
 
@@ -108,6 +109,20 @@ class Bernoulli(Likelihood):
         y = expit(f)
         return (0.5 * P[:, 0, 0] * y * expit(-f) * (1 - 2 * y))[:, None]
 
+    def draw(self, f: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Class codes ``t ~ Bernoulli(sigma(f))`` (1: ``classes[1]``) for logits ``f``."""
+        return (rng.random(np.shape(f)) < expit(f)).astype(np.int64)
+
+    def observe(self, f, t_obs, n) -> None:
+        """``t ~ Bernoulli(sigma(f))`` as the observed ``t`` of a PyMC model, with the log
+        density in the stable form ``t f - softplus(f)`` (PyMC's own ``logit_p`` density
+        has NaN gradients once a logit passes ~37: ``1 - sigmoid`` rounds to 0) and PyMC's
+        draws."""
+        import pymc as pm
+
+        pm.CustomDist("t", f, dist=_bernoulli_dist, logp=_bernoulli_logp,
+                      signature="()->()", observed=t_obs, dims="obs", shape=n)
+
 
 class Softmax(Likelihood):
     """Eq. (28): ``P(t=k) = softmax(f)_k``; one logit per class (``F`` is (N, K))."""
@@ -166,6 +181,48 @@ class Softmax(Likelihood):
         B = self.hess(F)
         u = np.einsum("nii->ni", P) - 2 * np.einsum("nij,nj->ni", P, Y)
         return 0.5 * np.einsum("nik,ni->nk", B, u)
+
+    def draw(self, F: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Class codes ``t ~ Categorical(softmax(F))`` for logits ``F`` (..., K)."""
+        P = softmax(F, axis=-1)
+        u = rng.random(P.shape[:-1])[..., None]
+        return np.minimum((np.cumsum(P, axis=-1) < u).sum(axis=-1), P.shape[-1] - 1)
+
+    def observe(self, F, t_obs, n) -> None:
+        """``t ~ Categorical(softmax(F))`` as the observed ``t`` of a PyMC model, with the
+        log density in the stable form ``F_t - logsumexp(F)`` (PyMC's ``logit_p`` density
+        underflows once logits differ by ~745) and PyMC's draws."""
+        import pymc as pm
+
+        pm.CustomDist("t", F, dist=_categorical_dist, logp=_softmax_logp,
+                      signature="(k)->()", observed=t_obs, dims="obs", shape=n)
+
+
+def _bernoulli_dist(f, size):
+    import pymc as pm
+
+    return pm.Bernoulli.dist(logit_p=f, size=size)
+
+
+def _bernoulli_logp(value, f):
+    """``ln sigma(f)`` for ``t = 1``, ``ln sigma(-f)`` for ``t = 0`` (T01 eq. 23)."""
+    import pytensor.tensor as pt
+
+    return value * f - pt.softplus(f)
+
+
+def _categorical_dist(F, size):
+    import pymc as pm
+
+    return pm.Categorical.dist(logit_p=F, size=size)
+
+
+def _softmax_logp(value, F):
+    """``F_t - ln sum_k exp F_k`` (T01 eq. 28)."""
+    import pytensor.tensor as pt
+
+    picked = pt.take_along_axis(F, pt.shape_padright(value).astype("int64"), axis=-1)
+    return picked[..., 0] - pt.logsumexp(F, axis=-1)
 
 
 class LatentLikelihood(Likelihood):

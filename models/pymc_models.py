@@ -275,33 +275,6 @@ def regression_model(problem, *, collapsed: bool = False, prior: GammaPrior | No
     return model
 
 
-def _bernoulli(f, size):
-    import pymc as pm
-
-    return pm.Bernoulli.dist(logit_p=f, size=size)
-
-
-def _bernoulli_logp(value, f):
-    """``ln sigma(f)`` for ``t = 1``, ``ln sigma(-f)`` for ``t = 0`` (T01 eq. 23)."""
-    import pytensor.tensor as pt
-
-    return value * f - pt.softplus(f)
-
-
-def _categorical(F, size):
-    import pymc as pm
-
-    return pm.Categorical.dist(logit_p=F, size=size)
-
-
-def _softmax_logp(value, F):
-    """``F_t - ln sum_k exp F_k`` (T01 eq. 28)."""
-    import pytensor.tensor as pt
-
-    picked = pt.take_along_axis(F, pt.shape_padright(value).astype("int64"), axis=-1)
-    return picked[..., 0] - pt.logsumexp(F, axis=-1)
-
-
 def latent_model(problem, observe, *, prior: GammaPrior | None = None,
                  collapsed: bool = False, wdims: tuple[str, ...] = ("basis",),
                  coords: dict | None = None, info: dict | None = None):
@@ -346,10 +319,9 @@ def classification_model(problem, *, prior: GammaPrior | None = None,
     Ripley-100 and breast cancer, where the joint model gave 1-20 per 4000 draws).
 
     ``prior``: only ``a``, ``b`` are used (proper, > 0); ``None`` as in
-    :func:`regression_model`. Built by :func:`latent_model`.
+    :func:`regression_model`. Built by :func:`latent_model`, with the likelihood's own
+    observed variable (:meth:`~sparsebayes.models.likelihoods.Bernoulli.observe`).
     """
-    import pymc as pm
-
     if not hasattr(problem, "n_classes"):  # RVMClassification
         raise TypeError(
             f"classification_model needs an RVMClassification, got {type(problem).__name__}")
@@ -359,19 +331,9 @@ def classification_model(problem, *, prior: GammaPrior | None = None,
     if likelihood == "bernoulli" and K > 2:
         raise ValueError(f"likelihood='bernoulli' needs 2 classes, the problem has {K}")
     softmax = likelihood == "softmax" or K > 2
-
-    def observe(f, t_obs, n):
-        # PyMC's own logit_p log densities have NaN gradients once a logit passes ~37
-        # (Bernoulli: 1 - sigmoid rounds to 0; ADVI diverged on breast cancer) or logits
-        # differ by ~745 (Categorical: softmax underflows): the same densities in the
-        # stable forms t f - softplus(f) and f_t - logsumexp(f), with PyMC's draws
-        pm.CustomDist("t", f, dist=_categorical if softmax else _bernoulli,
-                      logp=_softmax_logp if softmax else _bernoulli_logp,
-                      signature="(k)->()" if softmax else "()->()",
-                      observed=t_obs, dims="obs", shape=n)
-
     coords = {"class": np.asarray(problem.classes).astype(str)} if softmax else None
-    return latent_model(problem, observe, prior=prior, collapsed=collapsed,
+    return latent_model(problem, problem.likelihood(softmax).observe, prior=prior,
+                        collapsed=collapsed,
                         wdims=("basis", "class") if softmax else ("basis",), coords=coords,
                         info={"softmax": softmax})
 

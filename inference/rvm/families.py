@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
-from scipy.special import expit, softmax
 
 from sparsebayes.models import RVMClassification, RVMRegression
+from sparsebayes.models.likelihoods import Bernoulli, Softmax
 
 from ..family import SAMPLED_FIRST, Family
 from ..numerics import gaussian_loo_logpdf
@@ -36,11 +36,8 @@ def class_targets(Phi: np.ndarray, w: np.ndarray, beta: np.ndarray | None,
     """A class code per draw of ``w``: Bernoulli-logit (T01 eq. 23; ``w`` (chain, draw, M)
     is the logit weight of ``classes[1]``) or softmax (eq. 28; ``w`` (chain, draw, M, K))."""
     if w.ndim == 3:
-        p1 = expit(w @ Phi.T)
-        return (rng.random(p1.shape) < p1).astype(np.int64)
-    P = softmax(np.einsum("nm,cdmk->cdnk", Phi, w), axis=-1)
-    u = rng.random(P.shape[:-1])[..., None]
-    return np.minimum((np.cumsum(P, axis=-1) < u).sum(axis=-1), P.shape[-1] - 1)
+        return Bernoulli(np.zeros(0)).draw(w @ Phi.T, rng)
+    return Softmax(np.zeros(0), w.shape[-1]).draw(np.einsum("nm,cdmk->cdnk", Phi, w), rng)
 
 
 def weight_replicates(draw_targets):
