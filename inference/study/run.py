@@ -212,7 +212,7 @@ def run_study(
 DEFAULT_STUDY: dict[str, Any] = {
     "data": ["sinc", "ripley_mixture", "diabetes:n_train=150",
              "breast_cancer_wisconsin:n_train=150"],
-    "methods": ["rvm/evidence", "rvm*/evidence", "gp/evidence", "rvm/vrvm",
+    "methods": ["rvm/evidence", "rvm*/evidence", "trvm/evidence", "gp/evidence", "rvm/vrvm",
                 "rvm/advi:centres=50",
                 "rvm/nuts:centres=30:chains=4:cores=1:draws=2000:tune=500",
                 "svm"],
