@@ -187,7 +187,7 @@ def test_exact_loo_refits_learn_the_parameters_again():
     the full-data ones): its pointwise values are a fit without the point and its
     predictive at the point, done by hand; the cavity, at the full-data sigma, nu and
     alpha, is optimistic."""
-    X, t = sinc_with_outliers(40, seed=5)
+    X, t = sinc_with_outliers(24, seed=5)
     kw = {"kernel": GaussianKernel(2.0)}
     post = fit(RVMStudentTRegression(X, t, **kw), "evidence", seed=0)
     assert family_of(post).warm_refits["evidence"] is None
