@@ -195,10 +195,15 @@ def warm_refits(post: xr.DataTree):
     """The family's warm-started refits of ``post`` (an object whose ``fold(rows_out)``
     returns the refit's log predictive density at the rows left out and whether it
     converged), or None where the fit is refitted cold (:func:`cold_reason`)."""
+    cls = _warm_refits_class(post)
+    return None if cls is None else cls(post)
+
+
+def _warm_refits_class(post: xr.DataTree):
+    """The family's warm-refits class for ``post``, or None where its refits are cold (the
+    family has none for the method, or :func:`cold_reason`)."""
     cls = family_of(post).warm_refits.get(post.attrs["method"])
-    if cls is None or cold_reason(post) is not None:
-        return None
-    return cls(post)
+    return None if cls is None or cold_reason(post) is not None else cls
 
 
 def warm_refit_logpdf(post: xr.DataTree, folds, *, progressbar: bool | None = None
@@ -549,8 +554,7 @@ def loo(post: xr.DataTree, estimator: str | None = None, *, pointwise: bool = Tr
                 warn_user(f"{failed} of {len(parts)} refits did not converge; their "
                           "predictive densities are those of the last iterate",
                           NumericalWarning)
-            warm = family_of(post).warm_refits.get(post.attrs["method"])
-            kind = "cold" if warm is None or cold_reason(post) else "warm"
+            kind = "cold" if _warm_refits_class(post) is None else "warm"
             how = (f"Exact leave-one-out: {n} refits ({kind})." if estimator == "refit" else
                    f"{folds}-fold cross-validation: {folds} refits ({kind}).")
         else:

@@ -41,6 +41,12 @@ class Likelihood:
         """``F`` (N, n_out)."""
         return pair_logits(Phi_act, cls, theta, self.n_out)
 
+    def surrogate_precision(self, f: np.ndarray) -> np.ndarray:
+        """Positive precisions (N,) of the Gaussian surrogate a one-output likelihood's
+        sequential fit linearises on at logits ``f`` (N,) (TF03 eq. 14): ``B`` itself for a
+        log-concave density."""
+        return self.hess(f[:, None])[:, 0, 0]
+
     def initial_logits(self) -> np.ndarray:
         """``F`` (N, n_out) where the fast type-II ML loop linearises first (TF03 eq. 14),
         before any weight is in the model: zero logits (the classifier's ``y = 1/2``)."""
@@ -277,11 +283,6 @@ class LatentLikelihood(Likelihood):
         """Draws of the parameters from the prior :meth:`observe` puts on them (at the
         scale of this likelihood's targets where the prior has one)."""
         return {}
-
-    def surrogate_precision(self, f: np.ndarray) -> np.ndarray:
-        """Positive precisions of the Gaussian surrogate the sequential fit linearises on
-        (TF03 eq. 14): ``B`` itself for a log-concave density."""
-        return self.derivatives(f)[1]
 
     def loglik(self, F: np.ndarray) -> np.ndarray:
         """Pointwise ``ln p(t_n | f_n)`` for ``F`` (..., N, 1)."""

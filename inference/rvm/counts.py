@@ -242,8 +242,8 @@ class RealPredictive(LatentPredictive):
         if not 0 < q < 1:
             raise ValueError(f"q must lie in (0, 1), got {q!r}")
         centre = self.mean
-        step = np.sqrt(self.vars.max(axis=0)) + np.ptp(self.means, axis=0) + float(
-            np.max(self.likelihood.params.get("sigma", 1.0)))
+        step = np.sqrt(self.vars.max(axis=0)) + np.ptp(self.means, axis=0)
+        step = np.where(step > 0, step, 1.0)  # one component at a point: grown below
         lo, hi = centre - step, centre + step
         for _ in range(200):  # grow the bracket until cdf(lo) <= q <= cdf(hi)
             low, high = self._cdf(lo) > q, self._cdf(hi) < q

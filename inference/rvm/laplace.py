@@ -336,11 +336,10 @@ def _surrogate(Phi: np.ndarray, lik, F: np.ndarray, Phi2: np.ndarray | None = No
 
 
 def _one_output_surrogate(lik, F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Precisions ``b = max(B, B_FLOOR)`` (minus the likelihood's second derivative) and
-    targets ``t_hat = f + g / b`` (``g`` its gradient) of a one-output likelihood at ``F``
-    (N, 1): TF03 eq. 14, PRML 7.117, for any ``lik`` with ``grad`` and ``hess``."""
-    b = lik.hess(F)[:, 0, 0] if lik.log_concave else lik.surrogate_precision(F[:, 0])
-    b = np.maximum(b, B_FLOOR)
+    """Precisions ``b = max(B, B_FLOOR)`` (the likelihood's surrogate precisions: minus its
+    second derivative where it is log-concave) and targets ``t_hat = f + g / b`` (``g`` its
+    gradient) of a one-output likelihood at ``F`` (N, 1): TF03 eq. 14, PRML 7.117."""
+    b = np.maximum(lik.surrogate_precision(F[:, 0]), B_FLOOR)
     return b, F[:, 0] + lik.grad(F)[:, 0] / b
 
 
