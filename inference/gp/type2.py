@@ -13,16 +13,21 @@ FAILED = 1e20  # objective value where the covariance is not numerically positiv
 # L-BFGS-B's stopping: scipy's defaults (ftol 2.2e-9 relative, gtol 1e-5) stop short of the
 # optimum where the log marginal likelihood is flat
 FTOL, GTOL = 1e-12, 1e-6
+# ... and the relative-decrease stop itself can end a run on a ridge whose L-BFGS memory is
+# badly scaled (a projected gradient still above GTOL): fresh runs from there, at most this
+# many, while each gains more than 1e-8 relative
+CONTINUATIONS = 5
 
 
 def maximise(make_objective: Callable[[], Callable], fixed: np.ndarray, lo: np.ndarray,
              hi: np.ndarray, starts: np.ndarray, *, max_iter: int, **lbfgsb_options):
     """L-BFGS-B from each of ``starts`` over the entries of the log-hyperparameter vector
     that ``fixed`` leaves NaN (the others stay at ``fixed``), within ``[lo, hi]``, stopped
-    by ``FTOL`` and ``GTOL`` unless ``lbfgsb_options`` say otherwise. A run whose line search
-    fails (the objective's rounding noise, at large N) is continued by a fresh run with
-    SciPy's default stop: converged if that converges or finds no decrease from its first
-    step along the gradient.
+    by ``FTOL`` and ``GTOL`` unless ``lbfgsb_options`` say otherwise. A run stopped by the
+    relative decrease with its projected gradient above ``gtol`` is continued by fresh runs
+    (``CONTINUATIONS``). A run whose line search fails (the objective's rounding noise, at
+    large N) is continued by a fresh run with SciPy's default stop: converged if that
+    converges or finds no decrease from its first step along the gradient.
 
     ``make_objective()`` returns, for one start, ``theta -> (log marginal likelihood,
     gradient)`` over the full vector (a fresh one per start, so it may warm-start from its
@@ -49,6 +54,21 @@ def maximise(make_objective: Callable[[], Callable], fixed: np.ndarray, lo: np.n
                                 options={"maxiter": max_iter, "ftol": FTOL, "gtol": GTOL,
                                          **lbfgsb_options})
         success, nit = bool(res.success), int(res.nit)
+        gtol = lbfgsb_options.get("gtol", GTOL)
+        for _ in range(CONTINUATIONS):  # stopped on a flat ridge by the relative decrease
+            if res.status != 0 or np.abs(projected_gradient(res.x, res.jac, lo[free],
+                                                            hi[free])).max() <= gtol:
+                break
+            again = optimize.minimize(negative, res.x, jac=True, method="L-BFGS-B",
+                                      bounds=bounds, options={"maxiter": max_iter,
+                                                              "ftol": FTOL, "gtol": GTOL,
+                                                              **lbfgsb_options})
+            nit += int(again.nit)
+            gain = res.fun - again.fun
+            if gain > 0:
+                res, success = again, bool(again.success)
+            if gain <= 1e-8 * max(1.0, abs(res.fun)):
+                break
         if res.status == 2:  # the line search failed: at N in the thousands the objective's
             # rounding noise can stop it at the optimum. A fresh run from there (a first
             # step along the gradient, SciPy's default stop) decides: it converges, or
@@ -63,6 +83,13 @@ def maximise(make_objective: Callable[[], Callable], fixed: np.ndarray, lo: np.n
         theta[free] = res.x
         runs.append((theta, -float(res.fun), success, nit))
     return max(runs, key=lambda r: r[1])[0], runs
+
+
+def projected_gradient(x: np.ndarray, g: np.ndarray, lo: np.ndarray,
+                       hi: np.ndarray) -> np.ndarray:
+    """The gradient ``g`` of a minimised function at ``x`` with the components zeroed whose
+    descent would leave the box ``[lo, hi]`` (the quantity L-BFGS-B's ``gtol`` bounds)."""
+    return np.where(((x <= lo) & (g > 0)) | ((x >= hi) & (g < 0)), 0.0, g)
 
 
 def se_ard_gradient(B: np.ndarray, Z: np.ndarray) -> tuple[np.ndarray, float]:

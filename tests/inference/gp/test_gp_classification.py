@@ -195,10 +195,13 @@ def test_reused_nuts_sampler_samples_the_new_data():
 
 def test_type2_ml_is_not_stopped_short_on_a_flat_ridge():
     """Breast cancer (30 inputs, 150 points, nearly separable; the default study's split 1):
-    the first start (the data scales) ends where L-BFGS-B from the same start, stopped by
-    the projected gradient alone (ftol = 0, gtol = 1e-8), ends: log Z (GPML eq. 3.32) within
-    1e-3. scipy's default relative-decrease stop (2.2e-9) ended it on the ridge, 0.65 nats
-    short (-10.50 against -9.85), and the LOO refits with it (elpd -79.8 against -20.6)."""
+    the first start (the data scales) ends no lower than L-BFGS-B from the same start,
+    stopped by the projected gradient alone (ftol = 0, gtol = 1e-8): log Z (GPML eq. 3.32)
+    within 1e-3 of it or above. scipy's default relative-decrease stop (2.2e-9) ended it on
+    the ridge, 0.65 nats short (-10.50 against -9.85), and the LOO refits with it (elpd
+    -79.8 against -20.6); with SciPy 1.18 the library's own stop (1e-10) ended it 9.4 nats
+    short (-19.28) with a projected gradient of 6e-5, until a run so stopped was continued
+    (``type2.CONTINUATIONS``)."""
     from sparsebayes.inference.study.data import load_split, parse_data
     from sparsebayes.inference.testing import gp_classification_layout
 
@@ -213,5 +216,5 @@ def test_type2_ml_is_not_stopped_short_on_a_flat_ridge():
         th, X, t)[:2]), start, jac=True, method="L-BFGS-B", bounds=list(zip(lo, hi)),
         options={"ftol": 0.0, "gtol": 1e-8, "maxiter": 5000})
     first = post.attrs["restart_log_marginal_likelihood"][0]
-    assert first == pytest.approx(-res.fun, abs=1e-3)
-    assert post.attrs["log_marginal_likelihood"] >= -res.fun - 1e-3
+    assert first >= -res.fun - 1e-3
+    assert post.attrs["log_marginal_likelihood"] >= first - 1e-6  # the mode recomputed cold
