@@ -37,6 +37,7 @@ __all__ = [
     "GENERATORS",
     "IDA_SETS",
     "FILES",
+    "BUNDLED",
     "DATASETS",
     "REGRESSION",
     "CLASSIFICATION",
@@ -67,6 +68,11 @@ FILES = {
 }
 
 
+#: The folder of the small public data sets shipped with the package (its README.md gives
+#: their source and licence): a file of :data:`FILES` is read from here when the data
+#: folder does not hold it (Ripley's synthetic data).
+BUNDLED = Path(__file__).resolve().parent / "data"
+
 # where the files of FILES come from (the data folder's README has the full provenance)
 _IDA = ("Rätsch's IDA benchmark repository (realisations 1-10; the ASCII files "
         "<name>_{train,test}_{data,labels}_<k>.asc, e.g. of the GitHub repository "
@@ -74,7 +80,7 @@ _IDA = ("Rätsch's IDA benchmark repository (realisations 1-10; the ASCII files 
         "split_ids)")
 SOURCES = {
     "ripley": "Ripley's synth.tr / synth.te (PRNN book data, R package MASS) as CSV with the "
-              "header xs,ys,yc",
+              "header xs,ys,yc; shipped with the package (models/data)",
     "boston": "scikit-learn 1.1.3's sklearn/datasets/data/boston_house_prices.csv without its "
               "first line (removed from scikit-learn in 1.2)",
     "pima_ripley": "Ripley's pima.tr / pima.te (R package MASS: Pima.tr, Pima.te) as CSV, "
@@ -216,13 +222,26 @@ def data_dir(path: str | os.PathLike | None = None) -> Path:
 
 
 def _file(name: str, path) -> Path:
-    """The data file ``name`` in the data folder, else ``FileNotFoundError`` saying where
-    to put it and where it comes from (:func:`missing_message`)."""
-    dataset = next(k for k, files in FILES.items() if name in files)
-    message = missing_message(dataset, path)
-    if message is not None:
-        raise FileNotFoundError(message)
-    return data_dir(path) / name
+    """The data file ``name`` in the data folder, else the package's copy
+    (:data:`BUNDLED`), else ``FileNotFoundError`` saying where to put it and where it comes
+    from (:func:`missing_message`)."""
+    found = _found(name, path)
+    if found is None:
+        dataset = next(k for k, files in FILES.items() if name in files)
+        raise FileNotFoundError(missing_message(dataset, path))
+    return found
+
+
+def _found(name: str, path) -> Path | None:
+    """Where the data file ``name`` is read from: the data folder, else :data:`BUNDLED`."""
+    try:
+        folder = data_dir(path)
+    except FileNotFoundError:
+        folder = None
+    for where in (folder, BUNDLED):
+        if where is not None and (where / name).is_file():
+            return where / name
+    return None
 
 
 def _csv(name: str, path) -> tuple[np.ndarray, list[str]]:
@@ -304,24 +323,25 @@ def available(data_dir: str | os.PathLike | None = None) -> dict[str, str]:
     except FileNotFoundError as exc:
         d, reason = None, str(exc)
     for name, files in FILES.items():
-        if d is None:
-            out[name] = f"missing: {reason}"
-            continue
-        missing = [f for f in files if not (d / f).is_file()]
-        out[name] = str(d / files[0]) if not missing else f"missing: {missing[0]} in {d}"
+        found = [_found(f, data_dir) for f in files]
+        if all(found):
+            out[name] = str(found[0])
+        else:
+            missing = files[found.index(None)]
+            out[name] = f"missing: {missing} in {d}" if d is not None else f"missing: {reason}"
     return out
 
 
 def missing_files(name: str, data_dir: str | os.PathLike | None = None) -> tuple[Path | None,
                                                                               list[str]]:
     """The data folder (``None`` if there is none) and the files of data set ``name``
-    (:data:`FILES`) not found there."""
+    (:data:`FILES`) found neither there nor in the package (:data:`BUNDLED`)."""
     files = FILES.get(name, ())
     try:
         d = globals()["data_dir"](data_dir)
     except FileNotFoundError:
-        return None, list(files)
-    return d, [f for f in files if not (d / f).is_file()]
+        d = None
+    return d, [f for f in files if _found(f, data_dir) is None]
 
 
 # ---- train/test splits for comparison studies ----------------------------------------------

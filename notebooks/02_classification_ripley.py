@@ -24,10 +24,9 @@
 # Predictive probabilities can use that Gaussian (MacKay's **moderated** output) or ignore
 # it (the **plug-in** $\sigma(\phi(x)^\top \mu)$).
 #
-# Ripley's files `ripley_train.csv` and `ripley_test.csv` are read from the folder
-# `$SPARSEBAYES_DATA` names; without them this notebook draws 250 and 1000 points from
-# Ripley's generating model instead (`datasets.ripley_mixture`), so its numbers differ from
-# those quoted. `SPARSEBAYES_SMALL=1` runs a quick version.
+# Ripley's files `ripley_train.csv` and `ripley_test.csv` ship with the package
+# (`datasets.load_ripley`; source and licence in `models/data/README.md`).
+# `SPARSEBAYES_SMALL=1` runs a quick version.
 
 # %%
 import os
@@ -45,13 +44,7 @@ from sparsebayes.models import GaussianKernel, RVMClassification, datasets
 
 SMALL = os.environ.get("SPARSEBAYES_SMALL") == "1"
 N_SUBSETS = 3 if SMALL else 10
-MISSING = datasets.missing_message("ripley")  # None: the files are there
-if MISSING is None:
-    (X_all, y_all), (X_test, y_test) = datasets.load_ripley("train"), datasets.load_ripley("test")
-else:
-    print(MISSING, "Drawn from Ripley's model instead.")
-    X_all, y_all = datasets.ripley_mixture(250, seed=0)
-    X_test, y_test = datasets.ripley_mixture(1000, seed=1)
+(X_all, y_all), (X_test, y_test) = datasets.load_ripley("train"), datasets.load_ripley("test")
 WIDTH = 0.5
 print(X_all.shape, X_test.shape, np.bincount(y_all), np.bincount(y_test))
 

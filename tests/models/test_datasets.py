@@ -60,6 +60,33 @@ def test_ripley_loader_counts():
     assert X.shape == (1000, 2) and np.bincount(y).tolist() == [500, 500]
 
 
+def test_ripley_ships_with_the_package(tmp_path, monkeypatch):
+    """With no data folder, or one without Ripley's files, they are read from the package
+    (models/data, its README's sha256); a file in the data folder is preferred; a set the
+    package does not ship is still refused with the message naming its files."""
+    import hashlib
+
+    readme = (datasets.BUNDLED / "README.md").read_text()
+    for name in datasets.FILES["ripley"]:
+        digest = hashlib.sha256((datasets.BUNDLED / name).read_bytes()).hexdigest()
+        assert f"`{digest}`" in readme.replace("\n", "")
+    monkeypatch.delenv("SPARSEBAYES_DATA", raising=False)
+    for where in (None, tmp_path):
+        assert datasets.missing_files("ripley", where)[1] == []
+        assert datasets.missing_message("ripley", where) is None
+        X, y = datasets.load_ripley("test", data_dir=where)
+        assert X.shape == (1000, 2) and np.bincount(y).tolist() == [500, 500]
+        assert datasets.available(where)["ripley"] == str(datasets.BUNDLED / "ripley_train.csv")
+    (tmp_path / "ripley_train.csv").write_text("xs,ys,yc\n0.5,0.5,1\n0.1,0.2,0\n")
+    X, y = datasets.load_ripley("train", data_dir=tmp_path)
+    assert X.shape == (2, 2) and y.tolist() == [1, 0]
+    with pytest.raises(FileNotFoundError, match="needs the file.*boston.csv"):
+        datasets.load_boston(data_dir=tmp_path)
+    if not datasets.missing_files("ripley", DATA)[1] and (DATA / "ripley_test.csv").is_file():
+        assert (DATA / "ripley_test.csv").read_bytes() == \
+            (datasets.BUNDLED / "ripley_test.csv").read_bytes()  # the data folder's copy
+
+
 @needs_data("banana", "breast_cancer", "german", "heart")
 @pytest.mark.parametrize("name, n_train, n_test, d", [
     ("banana", 400, 4900, 2), ("breast_cancer", 200, 77, 9), ("german", 700, 300, 20),
