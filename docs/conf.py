@@ -107,6 +107,7 @@ API_TOPICS = [
     ("fitting", "Fitting", "sparsebayes.inference",
      "A posterior of a problem by any method, in one ArviZ ``DataTree`` layout.", [
          ("", ["fit", "FIT_METHODS", "pymc_trace"]),
+         ("Methods", ["Method", "METHODS", "method_of", "register_method"]),
      ]),
     ("predictive", "Predictive distributions", "sparsebayes.inference",
      "Predictions at new inputs from a fitted posterior, and the ArviZ groups of replicated "

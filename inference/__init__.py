@@ -5,12 +5,14 @@ from .api import FIT_METHODS, PREDICT_KINDS, fit, predict
 from .compare import compare_posteriors
 from .groups import add_posterior_predictive, add_predictions, add_prior_predictive
 from .loo import loo, loo_compare
+from .methods import METHODS, Method, method_of, register_method
 from .predictive.regression import MixturePredictive, Predictive
 from .rvm.pymc_route import pymc_trace
 
-__all__ = ["FIT_METHODS", "PREDICT_KINDS", "MixturePredictive", "Predictive", "RVC", "RVR",
-           "add_posterior_predictive", "add_predictions", "add_prior_predictive",
-           "compare_posteriors", "fit", "loo", "loo_compare", "predict", "pymc_trace"]
+__all__ = ["FIT_METHODS", "METHODS", "Method", "PREDICT_KINDS", "MixturePredictive",
+           "Predictive", "RVC", "RVR", "add_posterior_predictive", "add_predictions",
+           "add_prior_predictive", "compare_posteriors", "fit", "loo", "loo_compare",
+           "method_of", "predict", "pymc_trace", "register_method"]
 
 
 def __getattr__(name):

@@ -21,6 +21,7 @@ from sparsebayes.models.pymc_models import check_form
 
 from . import families, groups, progress
 from .contract import FLAG_OPTIONS, check_result, option_attrs
+from .methods import method_of
 from .numerics import check_positive_int, show_progress, unknown_names
 from .results import library_versions
 from .rvm import evidence, vrvm_classification, widths
@@ -92,12 +93,13 @@ def _positive_int(name, value, _options):
     check_positive_int(name, value)
 
 
-# option name -> check(name, value, options) of its value, for every keyword option of every
-# method in FIT_METHODS (tests/inference/study/test_study_refusals.py holds it to that): fit
-# runs them before any work and a study before any cell (sparsebayes.inference.study.specs).
-# ``options`` holds the other options and the problem's kind (``"problem_kind"``).
-# ``None`` is taken where the method's default is ``None``; the methods keep their own checks
-# for direct calls.
+# option name -> check(name, value, options) of its value, for the keyword options the
+# built-in methods share; a method's own options may add to them (``Method.options``), and
+# every keyword option of every method in FIT_METHODS has a check in one of the two
+# (tests/inference/study/test_study_refusals.py holds it to that): fit runs them before any
+# work and a study before any cell (sparsebayes.inference.study.specs). ``options`` holds
+# the other options and the problem's kind (``"problem_kind"``). ``None`` is taken where the
+# method's default is ``None``; the methods keep their own checks for direct calls.
 OPTION_CHECKS: dict[str, Callable[[str, Any, dict[str, Any]], None]] = {
     **dict.fromkeys(("draws", "chains", "cores", "max_iter", "window", "restarts"),
                     _positive_int),
@@ -127,17 +129,21 @@ def check_fit_options(kind: str, method: str, options: dict[str, Any],
     """``TypeError`` for an option ``fit(problem, method, **options)`` does not take on a
     ``kind`` problem, ``ValueError`` (naming it) for a bad value, by :data:`OPTION_CHECKS`:
     the checks ``fit`` runs before any work, so a study refuses a bad method spec before any
-    cell runs."""
+    cell runs, with the method's own (``Method.options``)."""
     valid = fit_options(kind, method)
     bad = set(options) - set(valid)
     if bad:
         raise TypeError(unknown_names("option", bad, valid, where or f"fit(..., {method!r}) "
                                       f"of a {kind} problem"))
     params = inspect.signature(families.family_of(kind).fit_methods[method]).parameters
+    checks = {**OPTION_CHECKS, **method_of(method).options}
     for name, value in options.items():
         if value is None and (name not in params or params[name].default is None):
             continue
-        OPTION_CHECKS[name](name, value, {**options, "problem_kind": kind})
+        if name not in checks:
+            raise TypeError(f"option {name!r} of {method!r} has no check of its values: "
+                            "declare one in the method's Method.options")
+        checks[name](name, value, {**options, "problem_kind": kind})
 
 
 def fit(problem, method: str = "evidence", *, seed: int | None = None,
@@ -212,6 +218,7 @@ def fit(problem, method: str = "evidence", *, seed: int | None = None,
         default_predict_kind=family.predict_kind(method),
     )
     post.attrs["converged"] = int(bool(post.attrs.get("converged", 1)))
+    post.attrs.setdefault("hyperparameters", method_of(method).hyperparameters)
     post.attrs.update(option_attrs(options))  # what refits of it repeat
     if family.weights:  # the evidence methods' prior: the problem's
         post.attrs.setdefault("prior", (problem.prior or GammaPrior()).as_array())

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
+from .methods import HYPERPARAMETERS, METHODS
+
 __all__ = ["Attr", "Names", "ATTRS", "REQUIRED_ATTRS", "GROUPS", "REQUIRED_GROUPS",
-           "HYPERPARAMETERS", "DRAWN", "check_result", "ContractError", "option_attrs",
+           "DRAWN", "check_result", "ContractError", "option_attrs",
            "options_from_attrs", "FLAG_OPTIONS", "NOT_REPEATED"]
 
 
@@ -41,16 +43,6 @@ class Attr:
 # other posterior variables are the type-II ML point values the draws are conditional on
 DRAWN = ("w", "z", "f")
 
-# what the hyperparameters of a result are (attrs ``hyperparameters``)
-HYPERPARAMETERS = {
-    "point": "type-II ML point estimates: coordinates of ``posterior`` (constant across the "
-             "draws they condition), not variables ArviZ diagnoses",
-    "variational": "a variational posterior (ADVI, or the mean-field VRVM of Bishop & Tipping "
-                   "2000)",
-    "sampled": "draws from their full posterior (NUTS)",
-    "marginalised": "drawn by NUTS with the weights integrated out (the collapsed model); the "
-                    "weights are drawn from their exact conditional Gaussian per draw",
-}
 
 ATTRS: dict[str, Attr] = {
     # every result
@@ -254,6 +246,11 @@ def check_result(post: xr.DataTree, kinds=None) -> None:
     if post.attrs.get("hyperparameters") not in (None, *HYPERPARAMETERS):
         wrong.append(f"attr 'hyperparameters' = {post.attrs['hyperparameters']!r} is not one "
                      f"of {sorted(HYPERPARAMETERS)}")
+    method = METHODS.get(post.attrs.get("method"))
+    if method is not None and post.attrs.get("hyperparameters", method.hyperparameters) \
+            != method.hyperparameters:
+        wrong.append(f"attr 'hyperparameters' = {post.attrs['hyperparameters']!r}, but the "
+                     f"method {method.name!r} declares {method.hyperparameters!r}")
     if kinds is not None and post.attrs.get("problem_kind") not in kinds:
         wrong.append(f"attr 'problem_kind' = {post.attrs.get('problem_kind')!r} is not one of "
                      f"{sorted(kinds)}")

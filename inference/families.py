@@ -11,6 +11,7 @@ from sparsebayes.models import RVMNegativeBinomialRegression, RVMStudentTRegress
 
 from .family import Family
 from .gp.families import GP_CLASSIFICATION, GP_REGRESSION
+from .methods import METHODS
 from .rvm.counts import RVM_POISSON, RealPredictive, count_family, latent_family
 from .rvm.families import RVM_CLASSIFICATION, RVM_REGRESSION
 
@@ -22,7 +23,20 @@ REGISTERED: tuple[Family, ...] = (RVM_REGRESSION, RVM_CLASSIFICATION, GP_REGRESS
                                   count_family(RVMNegativeBinomialRegression, "nbrvm"),
                                   latent_family(RVMStudentTRegression, "trvm", task="regression",
                                                 predictive=RealPredictive))
-FAMILIES: dict[str, Family] = {f.kind: f for f in REGISTERED}
+
+
+def _checked(family: Family) -> Family:
+    """``family``, whose fit methods are all registered methods
+    (:func:`~sparsebayes.inference.methods.register_method`)."""
+    unknown = sorted(set(family.fit_methods) - set(METHODS))
+    if unknown:
+        raise ValueError(f"family {family.kind!r} implements methods that are not registered: "
+                         f"{unknown}; register each with "
+                         "sparsebayes.inference.methods.register_method(Method(...))")
+    return family
+
+
+FAMILIES: dict[str, Family] = {f.kind: _checked(f) for f in REGISTERED}
 
 
 def register_family(family: Family) -> Family:
@@ -33,7 +47,7 @@ def register_family(family: Family) -> Family:
         raise TypeError(f"family must be a Family, got {type(family).__name__}")
     if family.kind in FAMILIES:
         raise ValueError(f"a family of kind {family.kind!r} is registered already")
-    FAMILIES[family.kind] = family
+    FAMILIES[family.kind] = _checked(family)
     return family
 
 

@@ -10,15 +10,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["Family"]
+__all__ = ["Family", "Refits"]
 
 
-#: The schedule rank of the sampled and variational methods (:attr:`Family.schedule_rank`).
-SAMPLED_FIRST = {"nuts": 0, "advi": 1, "fullrank_advi": 1, "vrvm": 2}
+class Refits(Protocol):
+    """Warm-started leave-one-out refits of a point result (``Family.warm_refits``):
+    built from the result, ``fold(out)`` refits it without the rows ``out`` and
+    returns the refit's log predictive density at them and whether it converged. A class
+    may also have ``cold_reason(post)`` (a static method): why the refits of ``post`` must
+    start cold instead, or None."""
+
+    def __init__(self, post: Any) -> None: ...
+
+    def fold(self, out: np.ndarray) -> tuple[np.ndarray, bool]: ...
+
 
 
 @dataclass(frozen=True)
@@ -69,8 +78,9 @@ class Family:
     sklearn_posteriors : tuple of str
         The methods the scikit-learn estimators offer.
     schedule_rank : dict
-        Method name to its place in a study's schedule, costliest first: 0 (sampled), 1,
-        2; a method not listed ranks 3 (a point fit with cheap refits).
+        Method name to its place in a study's schedule, costliest first, where this
+        family's implementation differs from the method's own
+        (:attr:`~sparsebayes.inference.methods.Method.schedule_rank`).
     noise : bool
         The likelihood has a noise precision ``beta`` (Gaussian noise).
     weights : bool
@@ -88,7 +98,7 @@ class Family:
     replicates: Callable[..., np.ndarray]
     training_problem: Callable[..., Any]
     draw_targets: Callable[..., np.ndarray] | None = None
-    warm_refits: Mapping[str, type | None] = field(default_factory=dict)
+    warm_refits: Mapping[str, type[Refits] | None] = field(default_factory=dict)
     optimistic: str | None = None
     optimistic_loo: Callable[..., np.ndarray] | None = None
     fitted_to_all: str = ""
@@ -102,6 +112,12 @@ class Family:
     def labels(self) -> bool:
         """The targets are class labels (stratified folds, error rates)."""
         return self.task == "classification"
+
+    def rank(self, method: str) -> int:
+        """The place of ``method`` in a study's schedule (0: costliest, first)."""
+        from .methods import method_of
+
+        return self.schedule_rank.get(method, method_of(method).schedule_rank)
 
     def predict_kind(self, method: str) -> str:
         """The predictive a ``method`` result uses by default."""

@@ -51,19 +51,16 @@ from sparsebayes.models import NumericalWarning
 from .contract import options_from_attrs
 from .families import FAMILIES, REGISTERED, family_of
 from .gp.families import gp_loo_logpdf
+from .methods import method_of
 from .numerics import gaussian_loo_logpdf, show_progress, warn_user
-from .results import prior_from_posterior
-from .rvm.families import RVM_REGRESSION
 
 __all__ = ["loo", "loo_compare", "default_estimator", "approximate_loo", "subsample_loo",
            "subsample_order", "reloo", "unreliable_reason", "gaussian_loo_logpdf",
            "gp_loo_logpdf", "cold_refit", "cold_refit_logpdf", "refit_options",
            "warm_refit_logpdf", "observed_logpdf", "warm_refits", "kfold_folds",
            "training_problem", "cold_reason", "ELPDDataRefits", "ELPDDataSubsample",
-           "KFOLD", "SUBSAMPLE_REFITS", "SUBSAMPLE_SE", "SAMPLED_METHODS",
-           "WARM_REFITS"]
+           "KFOLD", "SUBSAMPLE_REFITS", "SUBSAMPLE_SE", "WARM_REFITS"]
 
-SAMPLED_METHODS = ("nuts", "advi", "fullrank_advi")
 # views of the registered families: (problem kind, method) of the point (type-II ML) results
 # -> their warm-started refits; the largest training set whose point results get the exact
 # LOO by default (N refits; above it KFOLD folds)
@@ -128,11 +125,11 @@ class _Refits:
 
 def refit_options(post: xr.DataTree) -> dict:
     """The options a cold refit of ``post`` repeats: its seed, the options passed to its fit
-    (``options_from_attrs``), and for sampled and variational results the chains and draws
-    it holds."""
+    (``options_from_attrs``), and for a method whose result holds draws of the
+    hyperparameters (``Method.draws``) the chains and draws it holds."""
     seed = int(post.attrs.get("seed", -1))
     options = {**options_from_attrs(post.attrs), "seed": None if seed < 0 else seed}
-    if post.attrs.get("method") in SAMPLED_METHODS:
+    if method_of(post).draws:
         options.update(chains=int(post["posterior"].sizes["chain"]),
                        draws=int(post["posterior"].sizes["draw"]))
     return options
@@ -176,19 +173,17 @@ def cold_refit_logpdf(post: xr.DataTree, folds, *, progressbar: bool | None = No
 
 def cold_reason(post: xr.DataTree) -> str | None:
     """Why ``post``'s refits start cold, or None when they are warm-started: widths learned
-    by the evidence (a warm start holds the basis), or a VRVM regression fit whose
-    hyperprior on ``alpha`` has shape < 1 (Tipping's flat prior, the nearly flat
-    default): its bound has many local maxima, and a warm refit keeps the relevance vectors
-    the full fit chose with the left-out targets (an optimistic estimate)."""
+    by the evidence (a warm start holds the basis), a sparse GP, or the reason the family's
+    refits class gives (``cold_reason(post)`` of a :class:`~.family.Refits`, e.g. a VRVM
+    regression fit whose hyperprior on ``alpha`` has shape < 1: its bound has many local
+    maxima, and a warm refit keeps the relevance vectors the full fit chose with the
+    left-out targets, an optimistic estimate)."""
     if int(post.attrs.get("learn_width", 0)):
         return "widths learned by the evidence"
     if "inducing" in post.attrs:
         return "a sparse GP (the warm refits are the exact GP's)"
-    if (family_of(post) is RVM_REGRESSION and post.attrs["method"] == "vrvm"):
-        prior = prior_from_posterior(post)
-        if prior is None or prior.a < 1:
-            return "a VRVM hyperprior of shape < 1 (its bound has many local maxima)"
-    return None
+    own = getattr(family_of(post).warm_refits.get(post.attrs["method"]), "cold_reason", None)
+    return None if own is None else own(post)
 
 
 def warm_refits(post: xr.DataTree):
@@ -341,7 +336,7 @@ def approximate_loo(post: xr.DataTree) -> tuple[np.ndarray, str]:
     al. 2019's lpd approximation; for the collapsed regression models the conditional
     ``p(t_n | t_-n, theta_s)``), since PSIS's own values there are noise."""
     family = family_of(post)
-    if post.attrs.get("method") not in SAMPLED_METHODS:
+    if not method_of(post).draws:
         return np.asarray(family.optimistic_loo(post), float), family.optimistic
     from scipy.special import logsumexp
 
@@ -446,10 +441,11 @@ def reloo(post: xr.DataTree, *, pointwise: bool = True, progressbar: bool | None
 
 
 def default_estimator(post: xr.DataTree) -> str:
-    """The estimator :func:`loo` uses by default: ``"reloo"`` for NUTS (PSIS, the points
-    with a high Pareto k refitted), ``"subsample"`` for every other result (point and
-    variational). Decided by the method alone, never by a clock."""
-    return "reloo" if post.attrs.get("method") == "nuts" else "subsample"
+    """The estimator :func:`loo` uses by default, the method's ``loo_estimator``:
+    ``"reloo"`` for NUTS (PSIS, the points with a high Pareto k refitted), ``"subsample"``
+    for every other result (point and variational). Decided by the method alone, never by a
+    clock."""
+    return method_of(post).loo_estimator
 
 
 def _check(post, estimator):
@@ -458,7 +454,7 @@ def _check(post, estimator):
                         f"{type(post).__name__}")
     family, method = family_of(post), post.attrs.get("method")
     kind = family.kind
-    sampled = method in SAMPLED_METHODS
+    sampled = method_of(post).draws
     point = method in family.warm_refits
     if not (sampled or point):
         raise ValueError(f"no leave-one-out estimator for a {kind} {method!r} result")

@@ -16,17 +16,20 @@ import contextlib
 import logging
 import time
 
+from .methods import method_of
+
 __all__ = ["logger", "fit_logged", "compiling", "sampler_callback", "Evaluations", "quiet",
            "describe", "progress_bar",
-           "LONG_METHODS", "LONG_N", "LONG_SECONDS"]
+           "LONG_N", "LONG_SECONDS"]
 
 logger = logging.getLogger("sparsebayes")
 if not logging.root.handlers and not logger.handlers:  # PyMC's default for its own logger
     logger.setLevel(logging.INFO)
     logger.addHandler(logging.StreamHandler())
 
-LONG_METHODS = ("nuts", "advi", "fullrank_advi")  # always seconds or more: start line at INFO
-LONG_N = 1000  # so is any fit on this many points or more, or one that learns kernel widths
+# A fit that always takes seconds or more logs its start line at INFO: a method whose result
+# holds draws (``Method.draws``), any fit on LONG_N points or more, one that learns widths
+LONG_N = 1000
 LONG_SECONDS = 5.0  # any other fit that took longer logs its end line at INFO
 STEPS = 10  # progress lines per sampling run when no bar is shown
 
@@ -102,12 +105,12 @@ def _installed(event, listener, watch):
 @contextlib.contextmanager
 def fit_logged(method: str, problem):
     """Log the start of ``fit(problem, method)`` with its size and its end with the time
-    (INFO for :data:`LONG_METHODS`, :data:`LONG_N` points or more, learned widths, and for
-    an end after :data:`LONG_SECONDS`; DEBUG otherwise), and the time numba spent
-    compiling during it."""
+    (INFO for a method whose result holds draws, :data:`LONG_N` points or more, learned
+    widths, and for an end after :data:`LONG_SECONDS`; DEBUG otherwise), and the time
+    numba spent compiling during it."""
     what = f"{method} fit of {describe(problem)}"
     X = getattr(problem, "X", None)
-    long = (method in LONG_METHODS or bool(getattr(problem, "learn_width", False))
+    long = (method_of(method).draws or bool(getattr(problem, "learn_width", False))
             or (X is not None and X.shape[0] >= LONG_N))
     logger.log(logging.INFO if long else logging.DEBUG, "%s: started", what)
     start = time.perf_counter()

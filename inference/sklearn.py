@@ -40,6 +40,7 @@ from sparsebayes.models import (
 )
 
 from .api import fit, predict
+from .methods import METHODS
 from .predictive.classification import moderated_log_proba, samples_log_proba
 from .predictive.regression import Predictive, gaussian_predictive, samples_predictive
 from .results import basis_from_posterior, flat_draws
@@ -52,6 +53,9 @@ KERNELS = ("rbf", "linear", "poly", "linear_spline")
 # width="cv": these x the evidence's start, none below its lower bound (narrower widths
 # degenerate: on diabetes 0.25x took 366 s, 0.5x 66 s, 1x 1.4 s, every point kept)
 CV_WIDTH_FACTORS = (0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0)
+# the method that learns kernel widths itself (type-II ML over the width, T01 App. C); the
+# other posteriors are computed at the width it learns
+WIDTH_METHOD = "evidence"
 CV_FOLDS = 5
 
 
@@ -233,7 +237,7 @@ def _fit_posterior(est, make_problem: Callable, X: np.ndarray, y: np.ndarray) ->
         post.attrs.update(width=np.array([width]), **attrs)
         return post
     per_input = est._width_per_input and X.shape[1] > 1
-    if method == "evidence":
+    if method == WIDTH_METHOD:
         return _learn_width(make_problem, per_input, X, seed, options)
     width = np.asarray(_learn_width(make_problem, per_input, X, seed, {}).attrs["width"])
     fixed = GaussianKernel(tuple(width) if per_input else float(width[0]))
@@ -308,7 +312,9 @@ class _RVMBase(BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.non_deterministic = self.posterior in ("advi", "nuts") and self.random_state is None
+        method = METHODS.get(self.posterior)
+        tags.non_deterministic = (method is not None and method.draws
+                                  and self.random_state is None)
         return tags
 
 

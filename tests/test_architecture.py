@@ -16,7 +16,7 @@ PACKAGES = {"models": "sparsebayes.models", "inference": "sparsebayes.inference"
 LAYERS = [
     ("models", r"sparsebayes\.models(\..*)?"),
     ("core", r"sparsebayes\.inference\."
-             r"(numerics|results|samplers|progress|family|contract)"),
+             r"(numerics|results|samplers|progress|family|contract|methods)"),
     ("predictive", r"sparsebayes\.inference\.predictive(\..*)?"),
     ("rvm", r"sparsebayes\.inference\.rvm(\..*)?"),
     ("gp", r"sparsebayes\.inference\.gp(\..*)?"),
@@ -145,6 +145,39 @@ def test_no_branching_on_kind_strings():
             if values & kinds:
                 found.append(f"{path}:{node.lineno}")
     assert len(found) <= 3, "\n".join(found)
+
+
+# An implementation choosing among its own variants by the method it was called as (mean-
+# field or full-rank ADVI; the fast or MacKay evidence's refits), or a refits class refusing
+# another method's result: the only comparisons with a method name the package has outside
+# inference/methods.py.
+METHOD_VARIANTS = {"inference/samplers.py": 2, "inference/rvm/pymc.py": 2,
+                   "inference/rvm/laplace.py": 2, "inference/rvm/evidence.py": 1,
+                   "inference/rvm/vrvm_classification.py": 1}
+
+
+def _compared_with(node: ast.Compare, names: set[str]) -> bool:
+    sides = [node.left, *node.comparators]
+    values = {s.value for s in sides if isinstance(s, ast.Constant)}
+    values |= {e.value for s in sides if isinstance(s, ast.Tuple | ast.Set | ast.List)
+               for e in s.elts if isinstance(e, ast.Constant)}
+    return bool(values & names)
+
+
+def test_no_branching_on_method_names():
+    """What a method is (its hyperparameters, draws, LOO estimator, schedule, warm-up) is
+    read from its :class:`~sparsebayes.inference.methods.Method`, never from a comparison
+    with its name: the only ones are :data:`METHOD_VARIANTS`."""
+    from sparsebayes.inference.methods import METHODS
+
+    names = set(METHODS)
+    assert _compared_with(ast.parse('m in ("advi", "x")').body[0].value, names)  # can fail
+    found: dict[str, list[int]] = {}
+    for path, node in _nodes():
+        if isinstance(node, ast.Compare) and _compared_with(node, names) \
+                and path.name != "methods.py":
+            found.setdefault(str(path), []).append(node.lineno)
+    assert {p: len(lines) for p, lines in found.items()} == METHOD_VARIANTS, found
 
 
 def test_no_branching_on_kernel_classes():

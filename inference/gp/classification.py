@@ -404,7 +404,7 @@ def class_replicates(post: xr.DataTree, X_new: np.ndarray | None, rng: np.random
     if X_new is None:  # the stored draws of f
         f = ds["f"].values
         p = softmax(f, axis=-1) if multiclass else expit(f)
-    elif post.attrs["method"] == "nuts":  # each draw's f* | f, theta
+    elif post.attrs["hyperparameters"] == "sampled":  # NUTS: each draw's f* | f, theta
         p = nuts_probability_draws(post, X_new, max_draws=shape[0] * shape[1])
         p = p.reshape(*shape, *p.shape[1:])
     elif multiclass:  # GPML Alg. 3.4's latent Gaussian, marginal per input

@@ -27,7 +27,7 @@ from sparsebayes.models.checks import check_targets
 from sparsebayes.models.likelihoods import LatentLikelihood, Poisson
 from sparsebayes.models.problems import LatentRVM, check_counts
 
-from ..family import SAMPLED_FIRST, Family
+from ..family import Family
 from ..numerics import one_blas_thread
 from ..predictive.classification import laplace_cavity, logit_moments
 from ..predictive.regression import design, draw_index
@@ -417,8 +417,7 @@ def latent_family(problem_type: type[LatentRVM], study_name: str, *, task: str,
         optimistic="cavity",
         optimistic_loo=bound(cavity_logpdf, predictive=predictive),
         fitted_to_all="the RVM's alpha and pruning",
-        schedule_rank=SAMPLED_FIRST,
-    )
+        )
     return family
 
 

@@ -10,7 +10,7 @@ import xarray as xr
 from sparsebayes.models import RVMClassification, RVMRegression
 from sparsebayes.models.likelihoods import Bernoulli, Softmax
 
-from ..family import SAMPLED_FIRST, Family
+from ..family import Family
 from ..numerics import gaussian_loo_logpdf
 from ..predictive import classification as class_predictive
 from ..predictive import regression as regression_predictive
@@ -117,7 +117,6 @@ RVM_REGRESSION = Family(
     fitted_to_all="the RVM's alpha, beta and pruning",
     psis_loglik=gaussian_loo,
     sklearn_posteriors=("evidence", "evidence-mackay", "vrvm", "advi", "nuts"),
-    schedule_rank=SAMPLED_FIRST,
     noise=True,
 )
 
@@ -146,5 +145,4 @@ RVM_CLASSIFICATION = Family(
     optimistic_loo=laplace.laplace_cavity_logpdf,
     fitted_to_all="the RVM's alpha and pruning",
     sklearn_posteriors=("evidence", "evidence-mackay", "vrvm", "advi", "nuts"),
-    schedule_rank=SAMPLED_FIRST,
 )

@@ -1002,11 +1002,10 @@ def laplace_cavity_logpdf(post: xr.DataTree, *, n_points: int | None = None) -> 
             post.attrs.get("problem_kind") != RVMClassification.kind:
         raise TypeError("post must be an RVMClassification result of fit")
     method = post.attrs.get("method")
-    if method in ("evidence", "evidence-mackay"):
+    if post.attrs.get("likelihood_bound") in ("jaakkola-jordan", "bohning"):
+        sites = "bound"  # the variational bound's sites (vrvm)
+    elif post.attrs.get("hyperparameters") == "point":
         sites = "laplace"
-    elif method == "vrvm" and post.attrs.get("likelihood_bound") in ("jaakkola-jordan",
-                                                                     "bohning"):
-        sites = "bound"
     else:
         raise ValueError(f"no Gaussian sites in a {method!r} result (bound "
                          f"{post.attrs.get('likelihood_bound')!r}): the cavity LOO is for the "

@@ -371,6 +371,16 @@ class VRVMRefits:
     ``max_iter``, ``tol``: as in :func:`fit_vrvm`; None: the fit's own.
     """
 
+    @staticmethod
+    def cold_reason(post: xr.DataTree) -> str | None:
+        """Why the refits of ``post`` start cold: a hyperprior on ``alpha`` of shape < 1
+        (Tipping's flat prior, the nearly flat default), whose bound has many local maxima,
+        so that a warm refit keeps the relevance vectors chosen with the left-out targets."""
+        prior = prior_from_posterior(post)
+        if prior is None or prior.a < 1:
+            return "a VRVM hyperprior of shape < 1 (its bound has many local maxima)"
+        return None
+
     def __init__(self, post: xr.DataTree, *, max_iter: int | None = None,
                  tol: float | None = None) -> None:
         if not is_result_of(post, RVMRegression, "vrvm"):

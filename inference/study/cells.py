@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from sparsebayes.inference.families import family_of
+from sparsebayes.inference.methods import METHODS, method_of
 from sparsebayes.models.datasets import CLASSIFICATION, Split
 
 from . import storage
@@ -222,9 +223,10 @@ def _cv_width(cell: Cell, kind: str, pkind, split: Split, widths, opts, fit_opts
 
     from sparsebayes.inference.api import fit, predict
 
-    if cell.method.method not in ("evidence", "evidence-mackay", "vrvm"):
+    if method_of(cell.method.method).draws:
+        cheap = [m.name for m in METHODS.values() if not m.draws]
         raise ValueError(f"width=cv refits {len(widths)} x {opts.get('cv', 5)} times: use it "
-                         f"with evidence, evidence-mackay or vrvm, not {cell.method.method!r} "
+                         f"with one of {cheap}, not {cell.method.method!r} "
                          "(or give a width, or learn_width=true)")
     k = int(opts.get("cv", 5))
     folds = (StratifiedKFold if family_of(kind).labels else KFold)(k, shuffle=True,
@@ -277,25 +279,23 @@ def run_cell(cell: Cell) -> dict[str, Any]:
 
 
 _WARM: set[tuple[str, str]] = set()  # (problem kind, method label) run in this process
-# a warm-up fit's options, where the method takes them: few draws, one restart, and ADVI's
-# optimisation cut short (it compiles in the first step)
-_WARM_OPTIONS = {"draws": 10, "chains": 1, "restarts": 1, "max_iter": 200}
 
 
 def warm_up(cell: Cell, kind: str, pkind: str | None, split: Split, width: float,
             runner: dict[str, Any], opts: dict[str, Any]) -> float:
     """The seconds of this method's first use in this process, timed apart from every
-    cell's fit: a fit on the training split (with few draws, one restart, ADVI's
-    optimisation cut short) and its prediction, and the leave-one-out of a fit on a few
-    training rows (30 for regression, 15 a class), which pay the numba and PyTensor
-    compilations the cell's own fit would (on a fresh machine, the disk caches' too). 0
-    when this process has run the method before. NUTS is not warmed up: its sampler times
-    its own compilation (the result's ``compile_time``, paid once per model and data
-    shape)."""
+    cell's fit: a fit on the training split (with the method's ``warm_up`` options: few
+    draws, one restart, ADVI's optimisation cut short) and its prediction, and the
+    leave-one-out of a fit on a few training rows (30 for regression, 15 a class), which
+    pay the numba and PyTensor compilations the cell's own fit would (on a fresh machine,
+    the disk caches' too). 0 when this process has run the method before, or for a method
+    with no ``warm_up`` (NUTS: its sampler times its own compilation, the result's
+    ``compile_time``, paid once per model and data shape)."""
     from sparsebayes.inference.api import fit, fit_options, predict
 
     key = (kind, cell.method.label)
-    if key in _WARM or cell.method.method == "nuts":
+    warm_options = method_of(cell.method.method).warm_up
+    if key in _WARM or warm_options is None:
         return 0.0
     _WARM.add(key)
     y = split.y_train
@@ -303,8 +303,7 @@ def warm_up(cell: Cell, kind: str, pkind: str | None, split: Split, width: float
         [np.flatnonzero(y == c)[:15] for c in np.unique(y)])
     valid = fit_options(kind, cell.method.method)
     small = {**opts, **{k: (min(v, opts.get(k, v)) if k == "max_iter" else v)
-                        for k, v in _WARM_OPTIONS.items() if k in valid
-                        and (k != "max_iter" or "advi" in cell.method.method)}}
+                        for k, v in warm_options.items() if k in valid}}
     start = time.perf_counter()
     with warnings.catch_warnings():  # a warm-up's warnings are no cell's
         warnings.simplefilter("ignore")

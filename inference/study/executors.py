@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..families import REGISTERED
-from ..loo import SAMPLED_METHODS
+from ..methods import METHODS, method_of
 from .cells import Cell, run_cell
 
 __all__ = ["execute", "dask_client", "Progress"]
@@ -42,20 +42,20 @@ def dask_client(scheduler, timeout: float):
 
 # A cell's expected seconds of one core (fit, leave-one-out and prediction; compilation
 # apart) before any cell of its method has finished: the default study's per-cell means
-# (benchmarks/results/default_study.md), by fit method; "rvm*" has no LOO of its own, the
-# scikit-learn baselines fit in a fraction of a second. Only the ratios matter: the
-# study's own finished cells set the scale (:meth:`Progress.seconds_left`).
-PRIOR_SECONDS = {"nuts": 4.5, "advi": 0.65, "fullrank_advi": 1.0, "vrvm": 1.0,
-                 "evidence": 1.6, "evidence-mackay": 1.6}
+# (benchmarks/results/default_study.md), by fit method (``Method.prior_seconds``); "rvm*"
+# has no LOO of its own, the scikit-learn baselines fit in a fraction of a second. Only the
+# ratios matter: the study's own finished cells set the scale
+# (:meth:`Progress.seconds_left`).
 _PRIOR_FAMILY = {"rvm*": 0.05, "svm": 0.1, "sklearn": 0.1}
 
 
 def prior_seconds(cell: Cell) -> float:
-    """The relative cost of a cell before its method has run (:data:`PRIOR_SECONDS`)."""
+    """The relative cost of a cell before its method has run
+    (:attr:`~sparsebayes.inference.methods.Method.prior_seconds`)."""
     family = cell.method.family
     if family in _PRIOR_FAMILY:
         return _PRIOR_FAMILY[family]
-    return PRIOR_SECONDS.get(cell.method.method, 1.0)
+    return method_of(cell.method.method).prior_seconds
 
 
 def _busy_seconds(record: dict[str, Any]) -> float | None:
@@ -220,7 +220,8 @@ def batches(todo: list[Cell]) -> list[list[Cell]]:
         groups.setdefault((cell.data.label, cell.method.label), []).append(cell)
     head, tail = [], []
     for cells in groups.values():
-        if cells[0].method.method in SAMPLED_METHODS:
+        method = METHODS.get(cells[0].method.method)  # None for a baseline
+        if method is not None and method.draws:
             head.append(cells)
         else:
             head.append(cells[:1])
@@ -321,7 +322,7 @@ def cost_rank(cell: Cell) -> tuple[int, int]:
     Dask; local processes take whole :func:`batches`). The order changes no number: every
     cell has its own seed."""
     method = cell.method
-    rank = min((f.schedule_rank.get(method.method, 3) for f in REGISTERED
+    rank = min((f.rank(method.method) for f in REGISTERED
                 if f.study_name == method.family), default=3)
     return rank, cell.split
 

@@ -21,6 +21,7 @@ import pandas as pd
 from scipy import stats
 
 from sparsebayes.inference.families import FAMILIES as MODEL_FAMILIES
+from sparsebayes.inference.methods import METHODS
 from sparsebayes.models.datasets import CLASSIFICATION, COUNTS, REGRESSION, DataInfo
 
 from .cells import GP_EXACT_MAX_N, GP_INDUCING, Cell
@@ -444,7 +445,7 @@ def conclusions(table: pd.DataFrame, dataset: str, task: str) -> list[str]:
         if few:
             text += "; fewer than 2 common splits: " + ", ".join(f"`{m}`" for m in few)
         out.append(text + ".")
-    nuts = [m for m in dict.fromkeys(sub["method"]) if "nuts" in m]
+    nuts = [m for m in dict.fromkeys(sub["method"]) if _samples_hyperparameters(m)]
     if task != CLASSIFICATION and "pred_sd" in sub and nuts and sub["pred_sd"].notna().any():
         ref = nuts[0]
         sd = _wide(sub, "pred_sd").mean()
@@ -589,6 +590,16 @@ def study_conclusion(table: pd.DataFrame, datasets) -> list[str]:
     return out
 
 
+def _samples_hyperparameters(label: str) -> bool:
+    """The study method ``label`` (``rvm/nuts:draws=300``) samples its hyperparameters
+    (``Method.hyperparameters == "sampled"``): the reference the others are compared with."""
+    head = label.split(":")[0]
+    if head.startswith("sklearn="):
+        return False
+    method = METHODS.get(head.partition("/")[2])
+    return method is not None and method.hyperparameters == "sampled"
+
+
 # what each method of a study is (Methods in the report's glossary), by (family, method)
 METHOD_TERMS = {
     ("rvm", "evidence"): "the relevance vector machine (RVM, Tipping 2001), its "
@@ -657,13 +668,18 @@ TEXT_TERMS = {
 
 def _family_term(m: MethodSpec) -> str:
     """A method without its own entry in :data:`METHOD_TERMS`: its problem class's summary
-    (the first phrase of its docstring) and the method."""
+    (the first phrase of its docstring) and the method, with the method's own description
+    (``Method.description``)."""
     kinds = {kind for kind, _ in FAMILIES.get(m.family, {}).values()}
     what = [f"{c.__doc__.strip().split(':')[0].split('.')[0]} (`{c.__name__}`)"
             for c in (MODEL_FAMILIES[k].problem_type for k in sorted(kinds)
                       if k in MODEL_FAMILIES) if c.__doc__]
     name = "; ".join(what) or f"`{m.family}`"
-    return f"{name} fitted by `{m.method}`" if m.method else name
+    if not m.method:
+        return name
+    method = METHODS.get(m.method)
+    how = f" ({method.description})" if method is not None and method.description else ""
+    return f"{name} fitted by `{m.method}`{how}"
 
 
 def method_glossary(methods, short: dict[str, str]) -> list[str]:

@@ -287,7 +287,7 @@ def test_cavity_of_a_vrvm_result_removes_its_bound_sites():
 def test_cavity_refuses_results_without_sites():
     X, y = ripley(30, 3)
     post = quiet_fit(RVMClassification(X, y, kernel=GaussianKernel(0.5)), "evidence")
-    post.attrs["method"] = "nuts"
+    post.attrs.update(method="nuts", hyperparameters="sampled")
     with pytest.raises(ValueError, match="no Gaussian sites"):
         lp.laplace_cavity_logpdf(post)
     with pytest.raises(ValueError, match="sites"):
