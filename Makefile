@@ -35,12 +35,9 @@ $(VENV)/.docs-installed: $(VENV)/.installed pyproject.toml
 # `make test` re-executes every notebook (no cache) and marks the executed copies
 # (docs/_build/jupyter_execute/.forced), which tests/test_notebooks.py then checks instead of
 # executing the notebooks a second time; a cached `make docs` removes the mark.
-SPHINX = $(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
-FORCED = docs/_build/jupyter_execute/.forced
-
 docs: $(VENV)/.docs-installed
-	$(SPHINX) $(SPHINXOPTS)
-	$(if $(findstring nb_execution_mode=force,$(SPHINXOPTS)),touch,rm -f) $(FORCED)
+	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html $(SPHINXOPTS)
+	$(if $(findstring nb_execution_mode=force,$(SPHINXOPTS)),touch,rm -f) docs/_build/jupyter_execute/.forced
 
 # `make test`: ruff; then the docs build (every notebook executed, no cache; its log in
 # docs/_build/sphinx.log) beside pytest on everything but the notebook checks, so that both
@@ -50,8 +47,8 @@ PYTEST = MPLBACKEND=Agg OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/python -
 
 test: $(VENV)/.installed $(VENV)/.docs-installed lint
 	@mkdir -p docs/_build
-	@($(SPHINX) -D nb_execution_mode=force && touch $(FORCED)) > docs/_build/sphinx.log 2>&1 & \
-	docs=$$!; \
+	@$(MAKE) --no-print-directory docs SPHINXOPTS="-D nb_execution_mode=force" \
+		> docs/_build/sphinx.log 2>&1 & docs=$$!; \
 	$(PYTEST) --durations=25 -n 2 --dist loadfile --ignore=tests/test_notebooks.py; \
 	tests=$$?; wait $$docs; built=$$?; \
 	if [ $$built -ne 0 ]; then cat docs/_build/sphinx.log; echo "make test: the docs build failed"; exit 1; fi; \
