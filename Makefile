@@ -39,22 +39,11 @@ docs: $(VENV)/.docs-installed
 	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html $(SPHINXOPTS)
 	$(if $(findstring nb_execution_mode=force,$(SPHINXOPTS)),touch,rm -f) docs/_build/jupyter_execute/.forced
 
-# `make test`: ruff; then the docs build (every notebook executed, no cache; its log in
-# docs/_build/sphinx.log) beside pytest on everything but the notebook checks, so that both
-# cores work while the notebooks execute; then the notebook checks, which read the build's
-# executed copies. It fails if any of the three fails.
-PYTEST = MPLBACKEND=Agg OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q
+test: SPHINXOPTS = -D nb_execution_mode=force
 
-test: $(VENV)/.installed $(VENV)/.docs-installed lint
-	@mkdir -p docs/_build
-	@$(MAKE) --no-print-directory docs SPHINXOPTS="-D nb_execution_mode=force" \
-		> docs/_build/sphinx.log 2>&1 & docs=$$!; \
-	$(PYTEST) --durations=25 -n 2 --dist loadfile --ignore=tests/test_notebooks.py; \
-	tests=$$?; wait $$docs; built=$$?; \
-	if [ $$built -ne 0 ]; then cat docs/_build/sphinx.log; echo "make test: the docs build failed"; exit 1; fi; \
-	grep -E "Executed notebook|build succeeded" docs/_build/sphinx.log; \
-	$(PYTEST) tests/test_notebooks.py || exit 1; \
-	[ $$tests -eq 0 ] || echo "make test: pytest failed (its summary above)"; exit $$tests
+test: $(VENV)/.installed lint docs
+	MPLBACKEND=Agg OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q \
+		--durations=25 -n 2 --dist loadfile
 
 bench: $(VENV)/.installed
 	$(BIN)/python -m pip install -q -e ".[bench]"

@@ -22,9 +22,7 @@ def test_readme_is_a_front_page_whose_links_resolve():
     for command in ("make study  # main job", "make test   # the test suite"):
         assert command in text
     makefile = (ROOT / "Makefile").read_text()
-    recipe = makefile[makefile.index("\ntest: "):].split("\n\n")[0]
-    assert '$(MAKE) --no-print-directory docs SPHINXOPTS="-D nb_execution_mode=force"' \
-        in recipe and "tests/test_notebooks.py" in recipe  # make test builds the docs
+    assert re.search(r"^test: .*\bdocs\b", makefile, re.M)  # make test builds the docs
     assert "sphinx-build -W --keep-going -b html docs docs/_build/html" in makefile
 
 
