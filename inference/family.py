@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .methods import method_of
+
 __all__ = ["Family", "Refits"]
 
 
@@ -27,7 +29,6 @@ class Refits(Protocol):
     def __init__(self, post: Any) -> None: ...
 
     def fold(self, out: np.ndarray) -> tuple[np.ndarray, bool]: ...
-
 
 
 @dataclass(frozen=True)
@@ -115,8 +116,6 @@ class Family:
 
     def rank(self, method: str) -> int:
         """The place of ``method`` in a study's schedule (0: costliest, first)."""
-        from .methods import method_of
-
         return self.schedule_rank.get(method, method_of(method).schedule_rank)
 
     def predict_kind(self, method: str) -> str:

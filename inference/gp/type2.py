@@ -49,20 +49,16 @@ def maximise(make_objective: Callable[[], Callable], fixed: np.ndarray, lo: np.n
             return value, g[free]
 
         bounds = list(zip(lo[free], hi[free]))
+        options = {"maxiter": max_iter, "ftol": FTOL, "gtol": GTOL, **lbfgsb_options}
         res = optimize.minimize(negative, np.clip(start[free], lo[free], hi[free]), jac=True,
-                                method="L-BFGS-B", bounds=bounds,
-                                options={"maxiter": max_iter, "ftol": FTOL, "gtol": GTOL,
-                                         **lbfgsb_options})
+                                method="L-BFGS-B", bounds=bounds, options=options)
         success, nit = bool(res.success), int(res.nit)
-        gtol = lbfgsb_options.get("gtol", GTOL)
         for _ in range(CONTINUATIONS):  # stopped on a flat ridge by the relative decrease
             if res.status != 0 or np.abs(projected_gradient(res.x, res.jac, lo[free],
-                                                            hi[free])).max() <= gtol:
+                                                            hi[free])).max() <= options["gtol"]:
                 break
             again = optimize.minimize(negative, res.x, jac=True, method="L-BFGS-B",
-                                      bounds=bounds, options={"maxiter": max_iter,
-                                                              "ftol": FTOL, "gtol": GTOL,
-                                                              **lbfgsb_options})
+                                      bounds=bounds, options=options)
             nit += int(again.nit)
             gain = res.fun - again.fun
             if gain > 0:

@@ -417,7 +417,7 @@ def latent_family(problem_type: type[LatentRVM], study_name: str, *, task: str,
         optimistic="cavity",
         optimistic_loo=bound(cavity_logpdf, predictive=predictive),
         fitted_to_all="the RVM's alpha and pruning",
-        )
+    )
     return family
 
 
