@@ -1,4 +1,6 @@
-"""Learned ARD widths (``learn_width=True``, one Gaussian width per input) side by
+"""Learned ARD widths by the RVM's own evidence (``learn_width=True`` with
+``widths_from_gp=False``, one Gaussian width per input; the default route, widths from a
+GP, is in ``bench_kin40k.py``) side by
 side with scikit-learn's ``GaussianProcessRegressor`` (ARD RBF + white noise, type-II ML,
 one start) and with the RVM at one fixed width.
 
@@ -65,7 +67,7 @@ def rvm(X, t, Xt, ft, *, ard: bool, centres=None, width: float = 5.0) -> dict:
     kernel = GaussianKernel(np.full(X.shape[1], width) if ard else width)
     t0 = time.perf_counter()
     post = fit(RVMRegression(X, t, kernel=kernel, learn_width=ard, centres=centres),
-               "evidence", seed=0, draws=10, chains=1)
+               "evidence", seed=0, draws=10, chains=1, widths_from_gp=False)
     secs = time.perf_counter() - t0
     return {"s": secs, "mse": float(np.mean((predict(post, Xt).mean - ft) ** 2)),
             "vec": post["posterior"].sizes["basis"], "width": np.asarray(post.attrs["width"])}
@@ -102,7 +104,7 @@ def kin40k_fits(X, t, Xt, tt, which: str, centres=None) -> dict:
     from sparsebayes.inference.rvm.widths import estimator_width_range
     from sparsebayes.models import GaussianKernel, GPRegression, RVMRegression
 
-    opts: dict = {"seed": 0, "draws": 10, "chains": 1}
+    opts: dict = {"seed": 0, "draws": 10, "chains": 1, "widths_from_gp": False}
     if which == "gp":
         problem, opts = GPRegression(X, t), {"seed": 0, "restarts": 1}
     elif which == "ard":

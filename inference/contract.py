@@ -108,6 +108,11 @@ ATTRS: dict[str, Attr] = {
     "width_rounds": Attr(int, "rounds of the width optimisation"),
     "width_at_bound": Attr(int, "how many learned widths ended on their lower bound"),
     "width_at_upper_bound": Attr(int, "how many learned widths ended on their upper bound"),
+    "width_route": Attr(str, "who chose the learned widths: 'gp', 'sparse-gp' (a GP's "
+                             "type-II ML) or 'evidence' (the RVM's own, in rounds)"),
+    "width_route_log_evidence": Attr(float, "that GP's log marginal likelihood or bound"),
+    "width_route_seconds": Attr(float, "seconds of that GP's type-II ML"),
+    "width_route_inducing": Attr(int, "that GP's inducing inputs (0: the exact GP)"),
     "cv_widths": Attr(np.ndarray, "the widths cross-validated"),
     "cv_mean_score": Attr(np.ndarray, "their mean CV score"),
     # GPs
@@ -165,7 +170,8 @@ def _type_ok(value, kind) -> bool:
 NOT_REPEATED = ("progressbar", "warn", "cores", "max_seconds", "posterior_predictive",
                 "prior_predictive")
 #: fit options that are flags (stored as 0/1, read back as bool)
-FLAG_OPTIONS = ("collapsed", "warn", "local_search", "posterior_predictive", "prior_predictive")
+FLAG_OPTIONS = ("collapsed", "warn", "local_search", "posterior_predictive", "prior_predictive",
+                "widths_from_gp")
 
 
 def option_attrs(options: dict) -> dict:

@@ -93,6 +93,19 @@ class Kernel:
         """One width per input (ARD, T01 eq. 31) rather than one for all."""
         return "width" in self.parameters and not np.isscalar(self.width)
 
+    @property
+    def has_gp_widths(self) -> bool:
+        """Whether :meth:`width_from_length_scale` maps a GP's SE-ARD length scales to this
+        kernel's widths (``widths_from_gp`` of a learned-width evidence fit)."""
+        return type(self).width_from_length_scale is not Kernel.width_from_length_scale
+
+    def width_from_length_scale(self, length_scale: np.ndarray) -> np.ndarray:
+        """The widths at which this kernel's basis functions give an RVM the prior covariance
+        of a GP with SE-ARD length scales ``length_scale`` (one per input)."""
+        raise NotImplementedError(
+            f"the {self.name!r} kernel has no widths matching a GP's length scales; "
+            "implement width_from_length_scale(length_scale), or fit with widths_from_gp=False")
+
     def with_width(self, width) -> Kernel:
         """The same kernel at another ``width`` (a scalar, or one per input for ARD)."""
         return dataclasses.replace(self, width=width)
@@ -141,6 +154,13 @@ class GaussianKernelRecord(Kernel):
         width)."""
         g = 2.0 * self.eta * weighted_sq_differences(dK * K, X, C)
         return g if self.is_ard else np.array([g.sum()])
+
+    def width_from_length_scale(self, length_scale):
+        """``r = l``: over a dense set of centres ``c``, ``sum_c phi_c(x) phi_c(x')`` with
+        ``phi_c(x) = exp(-sum_k (x_k - c_k)^2 / r_k^2)`` is proportional to
+        ``exp(-sum_k (x_k - x'_k)^2 / (2 r_k^2))``, the SE-ARD covariance (GPML eq. 5.1) of
+        length scales ``r`` (a Gaussian convolved with itself doubles its variance)."""
+        return np.asarray(length_scale, dtype=float).copy()
 
     def check_inputs(self, n_features: int) -> None:
         if self.is_ard and len(self.width) != n_features:

@@ -47,6 +47,7 @@ __all__ = [
     "log_marginal_likelihood",
     "gp_moments",
     "fit_evidence",
+    "optimise",
     "fit_nuts",
     "predict_gp",
     "sparse_posterior",
@@ -249,7 +250,11 @@ def pytensor_objective(problem: GPRegression):
     return f
 
 
-def _optimise(problem: GPRegression, *, seed, restarts: int, max_iter: int, backend: str):
+def optimise(problem: GPRegression, *, seed, restarts: int, max_iter: int,
+             backend: str = "numpy"):
+    """Type-II ML's best log hyperparameters ``(ln length_scale, ln signal_sd, ln noise_sd)``
+    and every start's run (:func:`~.type2.maximise`): the log marginal likelihood (GPML eq.
+    5.8), or Titsias's (2009) bound (eq. 9) with inducing inputs."""
     fixed, lo, hi, _ = _layout(problem)
     if problem.inducing is not None:
         shift = problem.X.mean(axis=0)
@@ -337,7 +342,7 @@ def fit_evidence(problem: GPRegression, *, seed: int | None = None, restarts: in
         raise ValueError(f"backend must be 'numpy' or 'pytensor', got {backend!r}")
     start = time.perf_counter()
     with one_blas_thread():
-        theta, runs = _optimise(problem, seed=seed, restarts=restarts, max_iter=max_iter,
+        theta, runs = optimise(problem, seed=seed, restarts=restarts, max_iter=max_iter,
                                 backend=backend)
     lmls = np.array([r[1] for r in runs])
     if not np.isfinite(lmls).any() or np.max(lmls) <= -type2.FAILED / 2:

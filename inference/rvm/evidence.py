@@ -59,7 +59,9 @@ from .sequential import (
 )
 from .statistics import GramStatistics, check_memory, chunk_rows, gram_statistics
 from .widths import (
+    GPWidths,
     default_width_bounds,
+    gp_widths,
     with_log_width,
 )
 
@@ -123,6 +125,7 @@ class _Solution:
     search_runs: int = 0
     width_rounds: int = 0
     width_on_bounds: tuple[int, int] = (0, 0)  # learned widths on their lower, upper bounds
+    gp_route: GPWidths | None = None  # the GP whose widths were taken (widths_from_gp)
 
 
 @dataclass(frozen=True)
@@ -649,8 +652,11 @@ def check_width_bounds(width_bounds) -> None:
 
 def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
            max_rounds: int | None = None, width_bounds=None,
-           local_search: bool | None = False) -> _Solution:
-    """Run ``algorithm`` ("fast" or "mackay"). With ``learn_width``, rounds of: the sparse fit
+           local_search: bool | None = False, widths_from_gp: bool = False) -> _Solution:
+    """Run ``algorithm`` ("fast" or "mackay"). With ``learn_width`` and ``widths_from_gp``
+    (one width per input): the widths of a GP's type-II ML (:func:`~.widths.gp_widths`), its
+    noise the start of the RVM's, then one sparse fit at those widths held fixed. Else,
+    rounds of: the sparse fit
     (warm from the last round's bases, alpha and noise; the fast algorithm for at most
     ``WIDTH_ROUND_MAX_ITER`` iterations), then one joint L-BFGS-B step (at most
     ``WIDTH_STEP_MAX_ITER`` iterations, ``WIDTH_STEP_MAX_ITER_TALL`` when the rows outnumber
@@ -677,16 +683,23 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
     search_runs = 0
     log_bounds = None
     beta = var_t = None
+    route = None
     if problem.learn_width and basis.kernel.is_ard:
         log_bounds = _ard_log_bounds(width_bounds, X)
         beta = 1.0 / (problem.noise_sd**2 if not estimate_noise else 0.1 * np.var(t))
-        log_width, cols, alpha, beta = _tied_start(problem, basis, log_bounds, beta)
+        route = gp_widths(problem, log_bounds) if widths_from_gp else None
+        if route is not None:
+            log_width = route.log_width
+            beta = 1.0 / route.noise_sd**2
+        else:
+            log_width, cols, alpha, beta = _tied_start(problem, basis, log_bounds, beta)
+            warm = (cols, alpha, beta)
         basis = with_log_width(basis, log_width)
-        warm = (cols, alpha, beta)
     elif problem.learn_width:  # they contain the user's start
         log_bounds = _log_width_bounds(width_bounds, X, np.log(np.atleast_1d(
             np.asarray(basis.kernel.width, dtype=float))))
-    rounds, width_converged, last, gain = 0, not problem.learn_width, -np.inf, np.inf
+    width_rounds = problem.learn_width and route is None  # rounds of fit and width step
+    rounds, width_converged, last, gain = 0, not width_rounds, -np.inf, np.inf
     for rounds in range(1, max_rounds + 1):  # noqa: B007 (it is reported)
         data = _data(problem, basis)
         if var_t is None:
@@ -700,9 +713,9 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
             # iterations (the joint step and the next round go on from there)
             fitted, runs = _converge_fast(data, prior, beta, estimate_noise, beta_max,
                                           min(max_iter, WIDTH_ROUND_MAX_ITER)
-                                          if problem.learn_width else max_iter,
+                                          if width_rounds else max_iter,
                                           tol, warm, local_search,
-                                          problem.basis.n_columns, problem.learn_width)
+                                          problem.basis.n_columns, width_rounds)
             search_runs += runs
             if fitted.n_aligned:
                 notes.append(duplicates_note(fitted.n_aligned, problem.basis.kernel))
@@ -715,7 +728,7 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
         del data
         trace += tr
         total_iter += n_iter
-        if not problem.learn_width:
+        if not width_rounds:
             break
         gain, last = tr[-1] - last, tr[-1]
         if gain < max(WIDTH_ROUND_GAIN, WIDTH_ROUND_RTOL * abs(last)) and converged:
@@ -756,7 +769,8 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
         mu, Sigma, _ = gram_weight_posterior(stats.G, stats.Phit, alpha, beta)
         logev = gram_log_evidence(stats.G, stats.Phit, stats.tt, stats.n, alpha, beta)
     return _Solution(basis, active, alpha, beta, mu, Sigma, logev, trace, converged,
-                     total_iter, notes, var_t, search_runs, rounds, on_bounds)
+                     total_iter, notes, var_t, search_runs, rounds if width_rounds else 0,
+                     on_bounds, route)
 
 
 class EvidenceRefits:
@@ -932,6 +946,12 @@ def _to_datatree(problem, sol: _Solution, *, method: str, seed, draws: int, chai
     if problem.learn_width:
         attrs["width_rounds"] = int(sol.width_rounds)
         attrs["width_at_bound"], attrs["width_at_upper_bound"] = sol.width_on_bounds
+        route = sol.gp_route
+        attrs["width_route"] = "evidence" if route is None else route.route
+        if route is not None:
+            attrs["width_route_log_evidence"] = route.log_evidence
+            attrs["width_route_seconds"] = route.seconds
+            attrs["width_route_inducing"] = route.inducing
     return make_datatree(
         problem,
         basis=sol.basis,
@@ -944,8 +964,26 @@ def _to_datatree(problem, sol: _Solution, *, method: str, seed, draws: int, chai
     )
 
 
+def _widths_from_gp(problem, widths_from_gp: bool | None) -> bool:
+    """``widths_from_gp`` checked, None resolved: True for learned widths, one per input, of
+    a kernel that maps a GP's length scales to its widths."""
+    kernel = problem.basis.kernel
+    gp_ok = bool(problem.learn_width) and kernel.is_ard and kernel.has_gp_widths
+    if widths_from_gp is None:
+        return gp_ok
+    if not isinstance(widths_from_gp, bool | np.bool_):
+        raise TypeError(f"widths_from_gp must be None, True or False, got {widths_from_gp!r}")
+    if widths_from_gp and problem.learn_width and not gp_ok:
+        raise ValueError(
+            "widths_from_gp=True takes one width per input from a GP's length scales: it "
+            "needs a kernel with one width per input (ARD) that declares "
+            f"width_from_length_scale, got {kernel.name!r} with width {kernel.width!r}; "
+            "pass widths_from_gp=False")
+    return bool(widths_from_gp)
+
+
 def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, width_bounds,
-         local_search=False):
+         local_search=False, widths_from_gp=None):
     if not isinstance(problem, RVMRegression):
         raise TypeError(f"{method!r} here is for RVMRegression, got {type(problem).__name__}")
     if not isinstance(max_iter, int | np.integer) or max_iter <= 0:
@@ -957,12 +995,14 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, widt
         raise ValueError("learn_width=True needs NumPy inputs (its gradient takes a second "
                          "pass over the data); compute the Dask arrays first")
     check_basis(problem)
+    widths_from_gp = _widths_from_gp(problem, widths_from_gp)
     # The fast algorithm's products are mid-sized (N x M_t, one pass over Phi per add):
     # one BLAS thread (on busy cores more threads slow it down, see one_blas_thread).
     with one_blas_thread() if algorithm == "fast" else contextlib.nullcontext():
         start = time.perf_counter()
         sol = _solve(problem, algorithm=algorithm, max_iter=int(max_iter), tol=float(tol),
-                     width_bounds=width_bounds, local_search=local_search)
+                     width_bounds=width_bounds, local_search=local_search,
+                     widths_from_gp=widths_from_gp)
         post = _to_datatree(problem, sol, method=method, seed=seed, draws=draws,
                             chains=chains, optimise_seconds=time.perf_counter() - start)
     for note in sol.notes:
@@ -976,7 +1016,8 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, widt
         warn_user(
             f"{method} did not converge in max_iter={max_iter} iterations; the result is "
             "the last iterate (converged=False)", ConvergenceWarning)
-    if sol.width_on_bounds[0] and width_bounds is None:  # bounds given: the caller's floor
+    # bounds given: the caller's floor; a GP's widths below it are raised to it (attrs)
+    if sol.width_on_bounds[0] and width_bounds is None and sol.gp_route is None:
         warn_user(
             f"{sol.width_on_bounds[0]} learned kernel width(s) ended on their lower bound "
             f"(widths {np.round(post.attrs['width'], 4).tolist()}): the evidence rises towards "
@@ -987,7 +1028,8 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, widt
 
 def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-6,
              draws: int = 500, chains: int = 2, width_bounds=None,
-             local_search: bool | None = None) -> xr.DataTree:
+             local_search: bool | None = None, widths_from_gp: bool | None = None
+             ) -> xr.DataTree:
     """Type-II ML by Tipping & Faul's (2003) fast sequential algorithm.
 
     Stops when no basis can be added or deleted and every re-estimate changes ``ln alpha``
@@ -1002,6 +1044,13 @@ def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-6,
     ``WIDTH_MAX_ROUNDS`` rounds of sparse fit and L-BFGS-B step on the widths
     (:func:`_solve`); attrs ``width_rounds``, ``width_at_bound`` (widths on the
     lower bound; a NumericalWarning with the default bounds) and ``width_at_upper_bound``.
+    ``widths_from_gp`` (with ``learn_width``): True (the default for one width per input)
+    takes the widths from a GP's type-II ML on the same data (exact, or Titsias's sparse GP
+    above :data:`~.widths.GP_EXACT_MAX` points; :func:`~.widths.gp_widths`) and fits the
+    RVM once at them; False (the default for one width) learns them by the RVM's own
+    evidence in the rounds above (T01 §4.3, App. C). attrs ``width_route`` ("gp",
+    "sparse-gp" or "evidence"); with a GP, ``width_route_log_evidence`` (its log marginal
+    likelihood or bound), ``width_route_seconds`` and ``width_route_inducing``.
     ``local_search``: after convergence, try converging again without each basis in the
     model and keep a higher evidence (:func:`_escape_local_optima`); default (None): on for
     bases of at most ``LOCAL_SEARCH_MAX_COLUMNS`` columns whose first optimum keeps at most
@@ -1011,12 +1060,15 @@ def fit_fast(problem, *, seed=None, max_iter: int = 10000, tol: float = 1e-6,
     """
     return _fit(problem, "fast", "evidence", seed=seed, max_iter=max_iter, tol=tol,
                 draws=draws, chains=chains, width_bounds=width_bounds,
-                local_search=None if local_search is None else bool(local_search))
+                local_search=None if local_search is None else bool(local_search),
+                widths_from_gp=widths_from_gp)
 
 
 def fit_mackay(problem, *, seed=None, max_iter: int = 5000, tol: float = 1e-6,
-               draws: int = 500, chains: int = 2, width_bounds=None) -> xr.DataTree:
+               draws: int = 500, chains: int = 2, width_bounds=None,
+               widths_from_gp: bool | None = None) -> xr.DataTree:
     """Type-II ML by MacKay re-estimation, T01 eqs. (16)-(18) / (44), (46).
-    ``width_bounds`` as in :func:`fit_fast`."""
+    ``width_bounds`` and ``widths_from_gp`` as in :func:`fit_fast`."""
     return _fit(problem, "mackay", "evidence-mackay", seed=seed, max_iter=max_iter, tol=tol,
-                draws=draws, chains=chains, width_bounds=width_bounds)
+                draws=draws, chains=chains, width_bounds=width_bounds,
+                widths_from_gp=widths_from_gp)

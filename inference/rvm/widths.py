@@ -1,24 +1,33 @@
 """Kernel widths: their scale against the inputs' nearest-neighbour spacing (bounds of a
 learned width, warnings for a fixed one) and the log widths ``ln r_d`` that L-BFGS-B moves
-(the gradient in them is the kernel's own, ``Kernel.log_width_gradient``)."""
+(the gradient in them is the kernel's own, ``Kernel.log_width_gradient``); and the widths
+of a GP's type-II ML (:func:`gp_widths`, ``widths_from_gp`` of an evidence fit)."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+
 import numpy as np
 
-from sparsebayes.models import NumericalWarning
+from sparsebayes.models import GPRegression, NumericalWarning
 from sparsebayes.models.basis import Basis
 from sparsebayes.models.kernels import sq_distances
+from sparsebayes.models.problems import kmeans_centres
 
-from ..numerics import warn_user
+from ..gp import type2
+from ..gp.regression import optimise
+from ..numerics import one_blas_thread, warn_user
 
 __all__ = ["WIDE_FACTOR", "NARROW_SPACING", "median_nn_distance", "check_width",
            "default_width_bounds", "estimator_width_range", "estimator_ard_bounds",
-           "with_log_width"]
+           "with_log_width", "GP_EXACT_MAX", "GP_INDUCING", "GPWidths", "gp_widths"]
 
 WIDE_FACTOR = 100.0  # width > 100 x the input range: the columns are nearly constant
 NARROW_SPACING = 5.0  # median neighbour > 5 widths away: a basis is exp(-25) there
 NN_QUERIES = 500  # the nearest-neighbour spacing from at most this many rows
+GP_EXACT_MAX = 1000  # gp_widths: the exact GP up to this many training points, above it
+GP_INDUCING = 300  # Titsias's (2009) sparse GP on this many k-means inducing inputs
 
 
 def median_nn_distance(Z: np.ndarray, max_queries: int | None = NN_QUERIES) -> float | None:
@@ -157,3 +166,48 @@ def with_log_width(basis: Basis, log_width: np.ndarray) -> Basis:
     width = np.exp(log_width)
     kernel = basis.kernel
     return basis.with_kernel(kernel.with_width(width if kernel.is_ard else float(width[0])))
+
+
+@dataclass(frozen=True)
+class GPWidths:
+    """:func:`gp_widths`' result: the log widths, the GP's noise sd, its route (``"gp"``
+    exact, ``"sparse-gp"`` Titsias's bound), inducing inputs (0 for the exact GP), its log
+    marginal likelihood or bound, and the seconds it took."""
+
+    log_width: np.ndarray
+    noise_sd: float
+    route: str
+    inducing: int
+    log_evidence: float
+    seconds: float
+
+
+def gp_widths(problem, log_bounds) -> GPWidths | None:
+    """The kernel widths of a GP's type-II ML on the problem's data: an SE-ARD GP (its
+    noise held at the problem's ``noise_sd`` if that is fixed) on the centred targets, by
+    the log marginal likelihood (GPML eq. 5.8) up to :data:`GP_EXACT_MAX` points and by
+    Titsias's (2009, eq. 9) bound on :data:`GP_INDUCING` k-means inducing inputs above, one
+    L-BFGS-B start from the data scales; its length scales turned into the kernel's widths
+    (:meth:`~sparsebayes.models.Kernel.width_from_length_scale`) and clipped to ``log_bounds``
+    (one (low, high) pair per input). None, with a warning, when the GP's covariance was
+    not positive definite."""
+    start = time.perf_counter()
+    X = np.asarray(problem.X, dtype=float)
+    t = np.asarray(problem.t, dtype=float)
+    n, d = X.shape
+    inducing = None if n <= GP_EXACT_MAX else kmeans_centres(X, GP_INDUCING)
+    gp = GPRegression(X, t - t.mean(), noise_sd=problem.noise_sd, inducing=inducing)
+    with one_blas_thread():
+        theta, runs = optimise(gp, seed=0, restarts=1, max_iter=1000)
+    best = max(r[1] for r in runs)
+    if not np.isfinite(best) or best <= -type2.FAILED / 2:
+        warn_user("the GP's type-II ML for the kernel widths failed (its covariance was not "
+                  "positive definite); the widths are learned by the RVM's evidence instead",
+                  NumericalWarning)
+        return None
+    width = problem.basis.kernel.width_from_length_scale(np.exp(theta[:d]))
+    lo, hi = np.transpose(np.asarray(log_bounds, dtype=float))
+    return GPWidths(np.clip(np.log(width), lo, hi), float(np.exp(theta[d + 1])),
+                    "gp" if inducing is None else "sparse-gp",
+                    0 if inducing is None else inducing.shape[0], float(best),
+                    time.perf_counter() - start)

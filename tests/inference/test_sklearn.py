@@ -254,18 +254,18 @@ def test_rvr_per_input_widths_follow_the_units_of_each_input():
     unchanged (the start, the bounds and the kernel are in units of each input's sd), so
     unlike one shared width the default RVR does not need standardised inputs. Exact in
     exact arithmetic; here the two runs' floating point differs in the last bits and the
-    width rounds stop once a round gains less than 1e-6 nats, so the two end at points of
-    the same log evidence (to a few times that gain) and the same predictions, with the
-    widths the evidence pins down equal to 5e-3. A width far beyond its input's spread (the
-    kernel is flat along that input: T01 eq. 15 hardly depends on it) is not pinned down;
-    both runs leave it beyond 100 sd."""
+    GP's type-II ML that gives the widths (L-BFGS-B, in units of each input's sd) stops at
+    its relative tolerance, so the two end at points of the same log evidence (to 1e-4
+    nats) and the same predictions, with the widths the evidence pins down equal to 5e-3.
+    A width far beyond its input's spread (the kernel is flat along that input: T01 eq. 15
+    hardly depends on it) is not pinned down; both runs leave it beyond 100 sd."""
     X, y = load_diabetes(return_X_y=True)
     X, y = X[:200], y[:200]
     s = np.array([1, 10, 100, 0.1, 1, 1, 1000, 1, 0.01, 1.0])
     with threadpool_limits(1, "blas"):
         a, b = RVR().fit(X, y), RVR().fit(X * s, y)
     assert b.posterior_.attrs["log_evidence"] == pytest.approx(
-        a.posterior_.attrs["log_evidence"], abs=1e-5)
+        a.posterior_.attrs["log_evidence"], abs=1e-4)
     np.testing.assert_allclose(b.predict(X[:50] * s), a.predict(X[:50]), rtol=0,
                                atol=1e-3 * y.std())
     in_units = a.width_ / X.std(axis=0)

@@ -1,4 +1,5 @@
-"""Learned ARD widths (``learn_width=True`` with one Gaussian width per input) whose result
+"""Learned ARD widths (``learn_width=True`` with one Gaussian width per input) learned by the
+RVM's own evidence (``widths_from_gp=False``, Tipping 2001 §4.3 and App. C), whose result
 does not depend on the starting widths: the sparse fit starts from the evidence
 optimum of the tied-alpha model (isotropic first), each claim against an independent
 reference (Tipping 2001 §4.4.1, the Friedman #1 function itself, dense eq. 15, finite
@@ -43,16 +44,19 @@ def friedman1_f(U):
             + 5 * U[:, 4])
 
 
-def ard_fit(X, t, start, width_bounds=None, **kw):
-    """The ARD evidence fit; with the default width bounds, the warning that some width ended
-    on the joint-space floor is expected exactly when ``attrs['width_at_bound'] > 0``."""
+def ard_fit(X, t, start, width_bounds=None, widths_from_gp=False, **kw):
+    """The ARD evidence fit (its widths by the RVM's evidence, or a GP's); with the default
+    width bounds and the evidence's widths, the warning that some width ended on the
+    joint-space floor is expected exactly when ``attrs['width_at_bound'] > 0``."""
     kernel = GaussianKernel(np.broadcast_to(np.asarray(start, float), X.shape[1]))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", NumericalWarning)
         post = fit(RVMRegression(X, t, kernel=kernel, learn_width=True, **kw), "evidence",
-                   seed=0, draws=10, chains=1, width_bounds=width_bounds)
+                   seed=0, draws=10, chains=1, width_bounds=width_bounds,
+                   widths_from_gp=widths_from_gp)
     on_floor = [w for w in caught if "lower bound" in str(w.message)]
-    assert len(on_floor) == (post.attrs["width_at_bound"] > 0 and width_bounds is None)
+    assert len(on_floor) == (post.attrs["width_at_bound"] > 0 and width_bounds is None
+                             and not widths_from_gp)
     return post
 
 
@@ -291,15 +295,17 @@ def test_dictionary_of_the_training_inputs_learns_the_same_widths():
     assert sorted(lab) == sorted(classic["posterior"]["basis"].values.tolist())
 
 
-def test_fixed_noise_and_width_bounds_are_kept():
-    """With noise_sd given the noise stays fixed through the tied stage; the widths stay
-    inside width_bounds (one pair per input)."""
+@pytest.mark.parametrize("widths_from_gp", [False, True])
+def test_fixed_noise_and_width_bounds_are_kept(widths_from_gp):
+    """With noise_sd given the noise stays fixed through the tied stage (or the GP's type-II
+    ML); the widths stay inside width_bounds (one pair per input)."""
     X, t, _, _ = friedman1(0)
     X, t = X[:120, :3], t[:120]
     box = [(1.0, 3.0), (1.0, 3.0), (2.0, 50.0)]
     post = fit(RVMRegression(X, t, kernel=GaussianKernel((2.0, 2.0, 2.0)), learn_width=True,
                              noise_sd=1.0), "evidence", seed=0, draws=10, chains=1,
-               width_bounds=box)
+               width_bounds=box, widths_from_gp=widths_from_gp)
+    assert post.attrs["width_route"] == ("gp" if widths_from_gp else "evidence")
     assert float(post["gaussian_posterior"]["beta"]) == pytest.approx(1.0, rel=1e-12)
     w = np.asarray(post.attrs["width"])
     lo, hi = np.array(box).T

@@ -77,7 +77,8 @@ def test_irrelevant_input_is_switched_off_in_bounded_rounds():
     (no warning: pyproject turns them into errors), the irrelevant width ends at least 10x
     the relevant one, both inside the default bounds, with few vectors."""
     X, t = relevant_and_irrelevant(200)
-    post = fit(ard_problem(X, t), "evidence", seed=0, draws=10, chains=1)
+    post = fit(ard_problem(X, t), "evidence", seed=0, draws=10, chains=1,
+               widths_from_gp=False)
     w = np.asarray(post.attrs["width"])
     lo, hi = default_width_bounds(X, ard=True).T
     assert 1 <= post.attrs["width_rounds"] < evidence.WIDTH_MAX_ROUNDS
@@ -97,7 +98,8 @@ def test_width_on_the_floor_warns_and_is_counted():
     X, t = rng.standard_normal((80, 3)), rng.standard_normal(80)
     lo = default_width_bounds(X, ard=True)[:, 0]
     with pytest.warns(NumericalWarning, match="ended on their lower bound") as rec:
-        post = fit(ard_problem(X, t), "evidence", seed=0, draws=10, chains=1)
+        post = fit(ard_problem(X, t), "evidence", seed=0, draws=10, chains=1,
+                   widths_from_gp=False)
     w = np.asarray(post.attrs["width"])
     on = int(np.sum(w <= lo * (1 + 1e-6)))
     assert on >= 1 and post.attrs["width_at_bound"] == on
@@ -111,5 +113,6 @@ def test_round_limit_warns(monkeypatch):
     X, t = relevant_and_irrelevant(120)
     monkeypatch.setattr(evidence, "WIDTH_MAX_ROUNDS", 1)
     with pytest.warns(NumericalWarning, match="still moving after max_rounds=1"):
-        post = fit(ard_problem(X, t), "evidence", seed=0, draws=10, chains=1)
+        post = fit(ard_problem(X, t), "evidence", seed=0, draws=10, chains=1,
+                   widths_from_gp=False)
     assert post.attrs["width_rounds"] == 1

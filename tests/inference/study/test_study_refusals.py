@@ -37,7 +37,7 @@ BAD = {
     "softmax_bound": ["jensen", 1],
     "backend": ["jax", 1],
     **dict.fromkeys(("collapsed", "warn", "local_search", "posterior_predictive",
-                     "prior_predictive"), [2, "yes"]),
+                     "prior_predictive", "widths_from_gp"), [2, "yes"]),
     "progressbar": ["yes", 2],
     "prior": ["flat", 1.0],
     "width_bounds": [(2.0, 1.0), (-1.0, 1.0), "wide"],
