@@ -608,14 +608,22 @@ def _blocks(K: np.ndarray, P: np.ndarray):
     n, C = P.shape
     E = np.empty((C, n, n))
     z = 0.0
-    eye = np.eye(n)
     for c in range(C):
         sd = np.sqrt(P[:, c])
-        L = linalg.cholesky(eye + sd[:, None] * K * sd[None, :], lower=True)
-        E[c] = sd[:, None] * linalg.cho_solve((L, True), np.diag(sd))
+        B = sd[:, None] * K * sd[None, :]
+        B[np.diag_indices_from(B)] += 1.0
+        L = linalg.cholesky(B, lower=True, overwrite_a=True, check_finite=False)
         z += np.sum(np.log(np.diag(L)))
-    M = linalg.cholesky(E.sum(axis=0), lower=True)
+        E[c] = cholesky_inverse(L)  # B_c^-1 by dpotri, then D_c^1/2 B_c^-1 D_c^1/2
+        E[c] *= sd[:, None]
+        E[c] *= sd[None, :]
+    M = linalg.cholesky(E.sum(axis=0), lower=True, check_finite=False)
     return E, M, z
+
+
+def _per_class(E: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """``(E_c v_c)_c`` as an (n, K) array for ``V`` (n, K): one BLAS product per class."""
+    return np.matmul(E, V.T[:, :, None])[:, :, 0].T
 
 
 def _psi(a, F, Y) -> float:
@@ -643,9 +651,9 @@ def softmax_laplace_mode(K: np.ndarray, codes: np.ndarray, n_classes: int,
         P = softmax(F, axis=1)
         E, M, _ = _blocks(K, P)
         b = P * F - P * np.sum(P * F, axis=1, keepdims=True) + Y - P  # W f + y - pi
-        c = np.einsum("cij,jc->ic", E, K @ b)  # E K b
+        c = _per_class(E, K @ b)  # E K b
         s = linalg.cho_solve((M, True), c.sum(axis=1))  # M^T \ (M \ R^T c)
-        a = b - c + np.einsum("cij,j->ic", E, s)
+        a = b - c + (E @ s).T
         F_new = K @ a
         psi_new = _psi(a, F_new, Y)
         if a_old is None and psi_new < psi0:  # a warm start worse than F = 0: start there
@@ -702,11 +710,11 @@ def _softmax_lml_and_grad(theta, X, codes, C, F0=None):
     F, P, E, M, a = mode.F, mode.P, mode.E, mode.M, mode.a
     G = np.stack([linalg.solve_triangular(M, E[c], lower=True) for c in range(C)])
     # (K + W^-1)^-1 = E - E R (sum_c E_c)^-1 R^T E: diagonal class blocks E_c - G_c^T G_c
-    R_diag = E - np.einsum("aki,akj->aij", G, G)
+    R_diag_sum = E.sum(axis=0) - sum(Gc.T @ Gc for Gc in G)
 
     def r_apply(V):
-        EV = np.einsum("cij,jc->ic", E, V)
-        return EV - np.einsum("cij,j->ic", E, linalg.cho_solve((M, True), EV.sum(axis=1)))
+        EV = _per_class(E, V)
+        return EV - (E @ linalg.cho_solve((M, True), EV.sum(axis=1))).T
 
     Sig = _marginal_blocks(K, E, G)
     dg = np.einsum("icc->ic", Sig)
@@ -718,7 +726,7 @@ def _softmax_lml_and_grad(theta, X, codes, C, F0=None):
     # <s2, (I - K R) dK_j a> = <U, dK_j a> through the mode, U = s2 - R K s2 (R symmetric),
     # so the gradient is 1/2 sum_ij W_ij dK_j,ij with W = a a^T - sum_c R_c + U a^T + a U^T
     U = s2 - r_apply(K @ s2)
-    W = a @ a.T - R_diag.sum(axis=0) + U @ a.T
+    W = a @ a.T - R_diag_sum + U @ a.T
     W += a @ U.T
     g_ls, g_sf = type2.se_ard_gradient(W * K, X / ls)
     return mode.log_z, np.append(g_ls, g_sf), F
