@@ -11,6 +11,7 @@ tests import them from here, never as private names of their modules.
   VRVM classifier's bounds on the Bernoulli and softmax likelihoods.
 * :func:`gp_regression_lml_and_grad`, :func:`gp_classification_lml_and_grad`,
   :func:`gp_softmax_lml_and_grad`: the GPs' log marginal likelihoods and gradients
+  (:func:`gp_softmax_posterior_map`: the linear map of the softmax Laplace draws)
   (GPML eqs. 5.8-5.9, 5.20-5.23, 3.44); :func:`gp_regression_bounds`,
   :func:`gp_classification_layout`: the search bounds of their type-II ML (and the
   classifier's fixed entries and data scales, its first start).
@@ -23,6 +24,7 @@ from __future__ import annotations
 from .gp.classification import _layout as gp_classification_layout
 from .gp.classification import _lml_and_grad as gp_classification_lml_and_grad
 from .gp.classification import _softmax_lml_and_grad as gp_softmax_lml_and_grad
+from .gp.classification import _softmax_posterior_map as gp_softmax_posterior_map
 from .gp.regression import _bounds as gp_regression_bounds
 from .gp.regression import _lml_and_grad as gp_regression_lml_and_grad
 from .rvm.evidence import _joint_objective as joint_objective
@@ -41,4 +43,5 @@ __all__ = ["laplace_mode", "laplace_surrogate", "squarem_step", "tied_columns",
            "tied_objective", "joint_objective", "Bouchard", "Bohning",
            "JaakkolaJordan", "check_bound", "gp_regression_lml_and_grad",
            "gp_classification_lml_and_grad", "gp_softmax_lml_and_grad",
+           "gp_softmax_posterior_map",
            "gp_regression_bounds", "gp_classification_layout", "distinct_digits"]

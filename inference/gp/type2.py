@@ -10,6 +10,7 @@ import numpy as np
 from scipy import linalg, optimize
 
 FAILED = 1e20  # objective value where the covariance is not numerically positive definite
+STALLED = 99  # scipy's status of a run its callback ended
 # L-BFGS-B's stopping: scipy's defaults (ftol 2.2e-9 relative, gtol 1e-5) stop short of the
 # optimum where the log marginal likelihood is flat
 FTOL, GTOL = 1e-12, 1e-6
@@ -19,15 +20,33 @@ FTOL, GTOL = 1e-12, 1e-6
 CONTINUATIONS = 5
 
 
+class _Stall:
+    """An L-BFGS-B callback that ends a run (``StopIteration``) once its last ``window``
+    iterations lowered the objective by less than ``gain`` in all."""
+
+    def __init__(self, window: int, gain: float) -> None:
+        self.window, self.gain, self.values = window, gain, []
+
+    def __call__(self, intermediate_result) -> None:
+        self.values.append(float(intermediate_result.fun))
+        if (len(self.values) > self.window
+                and self.values[-1 - self.window] - self.values[-1] < self.gain):
+            raise StopIteration
+
+
 def maximise(make_objective: Callable[[], Callable], fixed: np.ndarray, lo: np.ndarray,
-             hi: np.ndarray, starts: np.ndarray, *, max_iter: int, **lbfgsb_options):
+             hi: np.ndarray, starts: np.ndarray, *, max_iter: int,
+             stall: tuple[int, float] | None = None, **lbfgsb_options):
     """L-BFGS-B from each of ``starts`` over the entries of the log-hyperparameter vector
     that ``fixed`` leaves NaN (the others stay at ``fixed``), within ``[lo, hi]``, stopped
     by ``FTOL`` and ``GTOL`` unless ``lbfgsb_options`` say otherwise. A run stopped by the
     relative decrease with its projected gradient above ``gtol`` is continued by fresh runs
     (``CONTINUATIONS``). A run whose line search fails (the objective's rounding noise, at
     large N) is continued by a fresh run with SciPy's default stop: converged if that
-    converges or finds no decrease from its first step along the gradient.
+    converges or finds no decrease from its first step along the gradient. ``stall``
+    ``(window, gain)``: a run whose last ``window`` iterations raised the log marginal
+    likelihood by less than ``gain`` in all ends there, converged (the slow tail of a flat
+    optimum over many hyperparameters).
 
     ``make_objective()`` returns, for one start, ``theta -> (log marginal likelihood,
     gradient)`` over the full vector (a fresh one per start, so it may warm-start from its
@@ -39,6 +58,8 @@ def maximise(make_objective: Callable[[], Callable], fixed: np.ndarray, lo: np.n
     if not free.any():
         return fixed, [(fixed, -_negative(make_objective(), fixed)[0], True, 0)]
     runs = []
+    bounds = list(zip(lo[free], hi[free]))
+    options = {"maxiter": max_iter, "ftol": FTOL, "gtol": GTOL, **lbfgsb_options}
     for start in starts:
         lml_and_grad = make_objective()
 
@@ -48,21 +69,22 @@ def maximise(make_objective: Callable[[], Callable], fixed: np.ndarray, lo: np.n
             value, g = _negative(lml_and_grad, theta)
             return value, g[free]
 
-        bounds = list(zip(lo[free], hi[free]))
-        options = {"maxiter": max_iter, "ftol": FTOL, "gtol": GTOL, **lbfgsb_options}
-        res = optimize.minimize(negative, np.clip(start[free], lo[free], hi[free]), jac=True,
-                                method="L-BFGS-B", bounds=bounds, options=options)
-        success, nit = bool(res.success), int(res.nit)
+        def run(x, negative=negative):
+            return optimize.minimize(negative, x, jac=True, method="L-BFGS-B", bounds=bounds,
+                                     options=options,
+                                     callback=None if stall is None else _Stall(*stall))
+
+        res = run(np.clip(start[free], lo[free], hi[free]))
+        success, nit = bool(res.success) or res.status == STALLED, int(res.nit)
         for _ in range(CONTINUATIONS):  # stopped on a flat ridge by the relative decrease
             if res.status != 0 or np.abs(projected_gradient(res.x, res.jac, lo[free],
                                                             hi[free])).max() <= options["gtol"]:
                 break
-            again = optimize.minimize(negative, res.x, jac=True, method="L-BFGS-B",
-                                      bounds=bounds, options=options)
+            again = run(res.x)
             nit += int(again.nit)
             gain = res.fun - again.fun
             if gain > 0:
-                res, success = again, bool(again.success)
+                res, success = again, bool(again.success) or again.status == STALLED
             if gain <= 1e-8 * max(1.0, abs(res.fun)):
                 break
         if res.status == 2:  # the line search failed: at N in the thousands the objective's

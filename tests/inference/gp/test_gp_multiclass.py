@@ -15,7 +15,7 @@ from sparsebayes.inference.gp.classification import (
     log_marginal_likelihood,
     softmax_laplace_mode,
 )
-from sparsebayes.inference.testing import gp_softmax_lml_and_grad
+from sparsebayes.inference.testing import gp_softmax_lml_and_grad, gp_softmax_posterior_map
 from sparsebayes.models import GPClassification
 from sparsebayes.models.gp import se_ard_covariance
 
@@ -70,6 +70,20 @@ def test_algorithm_3_3_mode_lml_and_covariance_equal_dense_newton():
     assert log_marginal_likelihood(X, codes, [1.0, 1.5], 2.0) == pytest.approx(log_z, abs=1e-10)
     assert softmax_laplace_mode(K, codes, 3, F0=F + 0.3).log_z == pytest.approx(log_z,
                                                                                 abs=1e-9)
+
+
+def test_laplace_draws_have_the_dense_laplace_covariance():
+    """The draws of a fit, ``f = F_hat + A (z_prior, z_lik)`` with standard normal inputs,
+    never form the (nK) x (nK) covariance: the map's ``A A^T`` (every unit input fed in) is
+    the dense ``(K^-1 + W)^-1`` (GPML eq. 3.45) to 1e-10."""
+    X, codes = _problem(9)
+    K = se_ard_covariance(X, None, [1.0, 1.5], 2.0)
+    mode = softmax_laplace_mode(K, codes, 3)
+    _, _, _, Kbi, W = _dense(K, codes, 3)
+    S = 2 * 9 * 3
+    z = np.eye(S).reshape(2, 9, 3, S)
+    A = gp_softmax_posterior_map(K, mode, z[0], z[1]).reshape(9 * 3, S)
+    np.testing.assert_allclose(A @ A.T, np.linalg.inv(Kbi + W), atol=1e-10)
 
 
 def test_analytic_gradient_equals_central_finite_differences():
