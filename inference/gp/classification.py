@@ -244,12 +244,22 @@ def _starts_of(log_scale: np.ndarray, restarts: int, rng) -> np.ndarray:
     return np.array(out)
 
 
-# K > 2 classes (K Cholesky factors and inverses per Newton step of every evaluation): a
-# start ends once STALL iterations raised log Z by less than STALL_GAIN nats per free
-# hyperparameter in all (1000 digits, 65 hyperparameters: the last 0.2 nats took 100 of
-# 180 evaluations, 6 of 12 min)
-STALL, STALL_GAIN = 10, 1e-3
-#: objective evaluations of one L-BFGS-B start, typically (the estimate logged up front)
+# K > 2 classes and STALL_MIN_N points or more (K Cholesky factors and inverses of n x n
+# matrices per Newton step of every evaluation): a start ends once STALL iterations raised
+# log Z by less than STALL_GAIN nats per free hyperparameter in all (1000 digits, 65
+# hyperparameters: the last 0.2 nats took 100 of 180 evaluations, 6 of 12 min). Not below:
+# on a flat direction (an irrelevant input's length scale running off) where the start
+# stops decides where its leave-one-out refits start, and small fits are cheap to finish
+STALL, STALL_GAIN, STALL_MIN_N = 10, 1e-3, 500
+
+
+def _stall(problem: GPClassification, fixed: np.ndarray) -> tuple[int, float] | None:
+    """The stall rule of :func:`~.type2.maximise` for ``problem`` (see ``STALL``), or None."""
+    if problem.n_classes == 2 or problem.t.size < STALL_MIN_N:
+        return None
+    return STALL, STALL_GAIN * int(np.isnan(fixed).sum())
+#: objective evaluations of one L-BFGS-B start, typically, besides one per free
+#: hyperparameter (the estimate logged up front; 1000 digits, 65 hyperparameters: 88)
 TYPICAL_EVALUATIONS = 40
 
 
@@ -260,13 +270,13 @@ def type2_ml(problem: GPClassification, lml_and_grad, restarts: int, max_iter: i
     returns the Laplace log marginal likelihood, its gradient and the mode it found, and is
     warm-started from the previous mode of the same start. Returns the best ``theta``, every
     start's ``(theta, lml, success, n_iter)`` and whether any start converged (a
-    ``ConvergenceWarning`` if none did). For K > 2 classes a start also ends on a stall
-    (``STALL``, ``STALL_GAIN``)."""
+    ``ConvergenceWarning`` if none did). For K > 2 classes and ``STALL_MIN_N`` points or
+    more a start also ends on a stall (``STALL``, ``STALL_GAIN``)."""
     from ..progress import Evaluations, describe
 
     fixed, lo, hi, _ = _layout(problem)
     progress = Evaluations(f"type-II ML of {describe(problem)}, {problem.n_classes} classes",
-                           TYPICAL_EVALUATIONS * restarts)
+                           (TYPICAL_EVALUATIONS + int(np.isnan(fixed).sum())) * restarts)
 
     def warm_started():
         mode = None
@@ -282,8 +292,7 @@ def type2_ml(problem: GPClassification, lml_and_grad, restarts: int, max_iter: i
     with one_blas_thread():
         theta, runs = type2.maximise(warm_started, fixed, lo, hi,
                                      _starts(problem, restarts, rng), max_iter=max_iter,
-                                     ftol=FTOL, stall=None if problem.n_classes == 2
-                                     else (STALL, STALL_GAIN * np.isnan(fixed).sum()))
+                                     ftol=FTOL, stall=_stall(problem, fixed))
     converged = any(r[2] for r in runs)
     if not converged:
         warn_user(f"type-II ML did not converge from any of {len(runs)} starts in "
