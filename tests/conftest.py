@@ -27,6 +27,42 @@ def needs_data(*names: str):
                               "($SPARSEBAYES_DATA, else ../shared/data beside the repository)")
 
 
+def friedman1_raw(seed, n=240):
+    """Tipping (2001) App. E: ``n`` training points of Friedman #1 on the unit cube with N(0, 1)
+    noise (the generator's default for #1), 1000 noise-free test points."""
+    from sparsebayes.models import datasets
+
+    X, t = datasets.friedman(n, 1, seed=seed)
+    U, f = datasets.friedman(1000, 1, seed=1000 + seed, noise=0.0)
+    return X, t, U, f
+
+
+def friedman1(seed, n=240):
+    """:func:`friedman1_raw` with the inputs standardised by the training set."""
+    X, t, U, f = friedman1_raw(seed, n)
+    m, s = X.mean(0), X.std(0)
+    return (X - m) / s, t, (U - m) / s, f
+
+
+def dense_rbf_log_evidence(post) -> float:
+    """T01 eq. (15) of a Gaussian-kernel RVM regression result evaluated densely: SciPy's
+    N x N density ``N(t | 0, beta^-1 I + Phi A^-1 Phi^T)`` at its widths, alpha and beta,
+    the design rebuilt with scikit-learn's ``rbf_kernel`` on inputs scaled by 1 / width
+    (gamma = 1), the bias column (centre index -1) constant."""
+    from scipy import stats
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    X, t = post["constant_data"]["X"].values, post["observed_data"]["t"].values
+    g = post["gaussian_posterior"]
+    alpha, beta = g["alpha"].values, float(g["beta"])
+    idx = post["constant_data"]["centre_index"].values
+    width = np.asarray(post.attrs["width"])
+    K = rbf_kernel(X / width, X[np.maximum(idx, 0)] / width, gamma=1.0)
+    Phi = np.where(idx >= 0, K, 1.0)
+    C = np.eye(t.size) / beta + (Phi / alpha) @ Phi.T
+    return float(stats.multivariate_normal(np.zeros(t.size), C).logpdf(t))
+
+
 def _same_table(a: pd.DataFrame, b: pd.DataFrame) -> None:
     """Two study tables hold the same numbers (timings aside)."""
     from sparsebayes.inference.study import TIMING_COLUMNS
