@@ -11,10 +11,10 @@ tests import them from here, never as private names of their modules.
   VRVM classifier's bounds on the Bernoulli and softmax likelihoods.
 * :func:`gp_regression_lml_and_grad`, :func:`gp_classification_lml_and_grad`,
   :func:`gp_softmax_lml_and_grad`: the GPs' log marginal likelihoods and gradients
-  (:func:`gp_softmax_posterior_map`: the linear map of the softmax Laplace draws)
   (GPML eqs. 5.8-5.9, 5.20-5.23, 3.44); :func:`gp_regression_bounds`,
   :func:`gp_classification_layout`: the search bounds of their type-II ML (and the
-  classifier's fixed entries and data scales, its first start).
+  classifier's fixed entries and data scales, its first start);
+  :func:`gp_softmax_posterior_map`: the linear map of the softmax Laplace draws.
 * :func:`distinct_digits`: the study report's numbers, printed with the digits that keep
   distinct values distinct.
 """

@@ -253,11 +253,14 @@ def _starts_of(log_scale: np.ndarray, restarts: int, rng) -> np.ndarray:
 STALL, STALL_GAIN, STALL_MIN_N = 10, 1e-3, 500
 
 
-def _stall(problem: GPClassification, fixed: np.ndarray) -> tuple[int, float] | None:
-    """The stall rule of :func:`~.type2.maximise` for ``problem`` (see ``STALL``), or None."""
+def _stall(problem: GPClassification, n_free: int) -> tuple[int, float] | None:
+    """The stall rule of :func:`~.type2.maximise` for ``problem`` with ``n_free`` free
+    hyperparameters (see ``STALL``), or None."""
     if problem.n_classes == 2 or problem.t.size < STALL_MIN_N:
         return None
-    return STALL, STALL_GAIN * int(np.isnan(fixed).sum())
+    return STALL, STALL_GAIN * n_free
+
+
 #: objective evaluations of one L-BFGS-B start, typically, besides one per free
 #: hyperparameter (the estimate logged up front; 1000 digits, 65 hyperparameters: 88)
 TYPICAL_EVALUATIONS = 40
@@ -275,8 +278,9 @@ def type2_ml(problem: GPClassification, lml_and_grad, restarts: int, max_iter: i
     from ..progress import Evaluations, describe
 
     fixed, lo, hi, _ = _layout(problem)
+    n_free = int(np.isnan(fixed).sum())
     progress = Evaluations(f"type-II ML of {describe(problem)}, {problem.n_classes} classes",
-                           (TYPICAL_EVALUATIONS + int(np.isnan(fixed).sum())) * restarts)
+                           (TYPICAL_EVALUATIONS + n_free) * restarts)
 
     def warm_started():
         mode = None
@@ -292,7 +296,7 @@ def type2_ml(problem: GPClassification, lml_and_grad, restarts: int, max_iter: i
     with one_blas_thread():
         theta, runs = type2.maximise(warm_started, fixed, lo, hi,
                                      _starts(problem, restarts, rng), max_iter=max_iter,
-                                     ftol=FTOL, stall=_stall(problem, fixed))
+                                     ftol=FTOL, stall=_stall(problem, n_free))
     converged = any(r[2] for r in runs)
     if not converged:
         warn_user(f"type-II ML did not converge from any of {len(runs)} starts in "

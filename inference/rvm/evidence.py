@@ -686,12 +686,11 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
     route = None
     if problem.learn_width and basis.kernel.is_ard:
         log_bounds = _ard_log_bounds(width_bounds, X)
-        beta = 1.0 / (problem.noise_sd**2 if not estimate_noise else 0.1 * np.var(t))
         route = gp_widths(problem, log_bounds) if widths_from_gp else None
         if route is not None:
-            log_width = route.log_width
-            beta = 1.0 / route.noise_sd**2
+            log_width, beta = route.log_width, 1.0 / route.noise_sd**2
         else:
+            beta = 1.0 / (problem.noise_sd**2 if not estimate_noise else 0.1 * np.var(t))
             log_width, cols, alpha, beta = _tied_start(problem, basis, log_bounds, beta)
             warm = (cols, alpha, beta)
         basis = with_log_width(basis, log_width)
