@@ -4,6 +4,7 @@ not files outside the repository or issue numbers. Read from the source (AST), s
 covers the imports inside functions."""
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -124,10 +125,15 @@ def _kind_literals() -> set[str]:
     return {f.kind for f in REGISTERED}
 
 
+@functools.cache
+def _all_nodes() -> tuple[tuple[Path, ast.AST], ...]:
+    """(path, node) for every AST node of the package, parsed once for all the checks."""
+    return tuple((path.relative_to(ROOT), node) for path, _ in MODULES.values()
+                 for node in ast.walk(ast.parse(path.read_text())))
+
+
 def _nodes():
-    for path, _ in MODULES.values():
-        for node in ast.walk(ast.parse(path.read_text())):
-            yield path.relative_to(ROOT), node
+    return iter(_all_nodes())
 
 
 def test_no_branching_on_kind_strings():
