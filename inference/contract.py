@@ -98,6 +98,7 @@ ATTRS: dict[str, Attr] = {
     "draws": Attr(int, "draws per chain"),
     "tune": Attr(int, "tuning draws per chain"),
     "target_accept": Attr(float, "NUTS's target acceptance"),
+    "adaptation": Attr(str, "nutpie's mass-matrix adaptation"),
     "n_divergent": Attr(int, "divergent transitions"),
     "max_rhat": Attr(float, "largest R-hat"),
     "min_ess_bulk": Attr(float, "smallest bulk ESS"),

@@ -39,6 +39,8 @@ __all__ = [
 ]
 
 FLOPS_PER_SECOND = 2e9  # one core, dense linear algebra on ~100 x 100 matrices
+DEFAULT_DRAWS = 1000  # NUTS draws per chain when draws=None
+RETRY_FACTOR = 2  # draws=None: the draws of the second run, if the first did not converge
 
 
 # --------------------------------------------------------------------------------------------
@@ -281,11 +283,12 @@ def conditional_alpha(w: np.ndarray, prior: GammaPrior, rng: np.random.Generator
     return rng.gamma(prior.a + 0.5, 1.0 / (prior.b + 0.5 * np.asarray(w) ** 2))
 
 
-def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws: int = 1000,
+def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie",
+             draws: int | None = None,
              tune: int = 1000, chains: int = 4, cores: int | None = None,
              target_accept: float | None = None, prior: GammaPrior | None = None,
              collapsed: bool | None = None, likelihood: str | None = None,
-             max_seconds: float = 600.0, warn: bool = True, adaptation: str = "diag",
+             max_seconds: float = 600.0, warn: bool = True, adaptation: str | None = None,
              progressbar: bool | None = None, form: str = "auto") -> xr.DataTree:
     """Full posterior by NUTS.
 
@@ -299,7 +302,11 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
     ----------
     sampler : "nutpie" (default; numba, compiled once per model shape and reused),
         "pymc", or the JAX samplers "numpyro" / "blackjax" (optional extra ``[jax]``).
-    draws, tune, chains : per chain; ``cores`` defaults to min(chains, 2).
+    draws, tune, chains : per chain; ``cores`` defaults to min(chains, 2). ``draws=None``:
+        ``DEFAULT_DRAWS``, and when those do not pass :func:`diagnose` over every variable
+        (R-hat at most 1.01, bulk and tail ESS at least 100 per chain; Vehtari et al. 2021),
+        one more run with ``RETRY_FACTOR`` times as many (a log line says so); the result
+        is the second run, its ``sampling_time`` both runs'.
     target_accept : NUTS step-size adaptation target; ``None``: 0.9 for regression, 0.95
         for classification (the joint model's heavier-tailed weights: 0 divergences in
         4 x 1000 draws on Ripley-100 for two seeds, against 0 and 1 at 0.9).
@@ -309,7 +316,13 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
     max_seconds : warn (:class:`SamplingWarning`, with the estimate) before starting when
         :func:`mcmc_cost` expects a longer run.
     warn : warn when divergences, R-hat or ESS look bad (see :func:`diagnose`).
-    adaptation : nutpie's mass-matrix adaptation, "diag" or "low_rank".
+    adaptation : nutpie's mass-matrix adaptation, "diag" or "low_rank" (a diagonal plus the
+        leading directions fitted to the draws and their gradients by the Fisher divergence,
+        Seyboldt, Carlson & Carpenter 2026);
+        ``None``: "low_rank" for the models with a latent ``f`` (classification, counts,
+        Student-t: the heavy-tailed weights of T01 eq. 32 correlate, so a diagonal scale
+        leaves NUTS at its deepest trees), "diag" for the collapsed regression (a low-rank
+        scale on ``ln alpha`` can leave a chain stuck where a diagonal one mixes).
     progressbar : the sampler's progress bar (nutpie's or PyMC's); ``None``: on in an
         interactive session, off under CI or without a terminal (:func:`show_progress`).
         Without a bar, nutpie's progress goes to the log (logger ``"sparsebayes"``, a line
@@ -321,11 +334,14 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
         samplers), "woodbury" (the Op), "woodbury-graph" or "direct"; other models take only
         "auto".
     """
+    if adaptation is None:
+        adaptation = "diag" if gaussian_noise(problem) else "low_rank"
     if adaptation not in ("diag", "low_rank"):
         raise ValueError(f"adaptation must be 'diag' or 'low_rank', got {adaptation!r}")
     if sampler not in SAMPLERS:
         raise ValueError(f"unknown sampler {sampler!r}; choose one of {SAMPLERS}")
-    draws = check_positive_int("draws", draws)
+    again = draws is None
+    draws = DEFAULT_DRAWS if again else check_positive_int("draws", draws)
     chains = check_positive_int("chains", chains)
     tune = check_tune(tune, sampler)
     progressbar = show_progress(progressbar)
@@ -359,32 +375,46 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie", draws
             "or a subset of the basis.", SamplingWarning)
     model, key, form_attrs = _model_for(problem, prior, collapsed, likelihood, form, sampler)
     seed_int = int(np.random.default_rng(seed).integers(2**31 - 1))
-    with one_blas_thread():
-        post_ds, stats, t_compile, t_sample = run_sampler(
-            model, sampler, draws=draws, tune=tune, chains=chains, cores=cores,
-            seed=seed_int, target_accept=float(target_accept), key=key,
-            adaptation=adaptation, progressbar=progressbar)
-    rng = np.random.default_rng(None if seed is None else seed + 1)
-    alpha, beta, w = _draws(problem, post_ds, prior, collapsed, rng)
-    likelihood_draws = _likelihood_draws(problem, post_ds)
-    attrs = {
-        "sampler": sampler,
-        "collapsed": int(collapsed),
-        "prior": prior.as_array(),
-        "draws": draws, "tune": tune, "chains": chains,
-        "target_accept": float(target_accept),
-        "compile_time": t_compile,
-        "sampling_time": t_sample,
-        "noise_fixed": int(_noise_fixed(problem)),
-        "hyperparameters": "sampled",
-        **form_attrs,
-    }
-    dt = _assemble(problem, model, alpha=alpha, beta=beta, w=w, extra_stats=stats,
-                   attrs=attrs, rng=rng, likelihood_draws=likelihood_draws)
+
+    def run(draws: int) -> xr.DataTree:
+        with one_blas_thread():
+            post_ds, stats, t_compile, t_sample = run_sampler(
+                model, sampler, draws=draws, tune=tune, chains=chains, cores=cores,
+                seed=seed_int, target_accept=float(target_accept), key=key,
+                adaptation=adaptation, progressbar=progressbar)
+        rng = np.random.default_rng(None if seed is None else seed + 1)
+        alpha, beta, w = _draws(problem, post_ds, prior, collapsed, rng)
+        attrs = {
+            "sampler": sampler,
+            "collapsed": int(collapsed),
+            "prior": prior.as_array(),
+            "draws": draws, "tune": tune, "chains": chains,
+            "target_accept": float(target_accept),
+            "adaptation": adaptation,
+            "compile_time": t_compile,
+            "sampling_time": t_sample,
+            "noise_fixed": int(_noise_fixed(problem)),
+            "hyperparameters": "sampled",
+            **form_attrs,
+        }
+        return _assemble(problem, model, alpha=alpha, beta=beta, w=w, extra_stats=stats,
+                         attrs=attrs, rng=rng, likelihood_draws=_likelihood_draws(problem,
+                                                                                  post_ds))
+
+    dt = run(draws)
+    likelihood_draws = () if gaussian_noise(problem) else tuple(
+        likelihood_of(problem).param_names)
+    if again and not diagnose(dt, ("alpha", "beta", "w", *likelihood_draws), warn=False)["ok"]:
+        progress.logger.info("NUTS at %d x %d draws did not converge by R-hat and ESS over "
+                             "every variable: sampling again with %d x %d", chains, draws,
+                             chains, RETRY_FACTOR * draws)
+        first = dt.attrs["sampling_time"]
+        dt = run(RETRY_FACTOR * draws)
+        dt.attrs["sampling_time"] += first
     sampled = ("alpha", "beta", "w")
     if collapsed:
         sampled = ("alpha", "beta") if gaussian_noise(problem) else ("w",)
-    sampled += tuple(likelihood_draws)
+    sampled += likelihood_draws
     diag = diagnose(dt, sampled, warn=warn)
     dt.attrs.update(n_divergent=diag["n_divergent"], max_rhat=diag["max_rhat"],
                     min_ess_bulk=diag["min_ess_bulk"], min_ess_tail=diag["min_ess_tail"],

@@ -397,6 +397,7 @@ def test_nuts_result_layout(small, small_nuts):
                 "compile_time", "sampling_time", "max_rhat", "n_divergent"):
         assert key in post.attrs
     assert post.attrs["method"] == "nuts" and post.attrs["sampler"] == "nutpie"
+    assert post.attrs["adaptation"] == "diag"  # the collapsed regression's default
     # log likelihood = ln N(t_n | phi_n w, 1/beta) at each draw
     Phi = small.design_matrix()
     w = post["posterior"]["w"].values[0, 5]
@@ -745,3 +746,31 @@ def test_joint_model_nuts_is_compiled_for_its_own_centres():
     assert after.attrs["compile_time"] > 0
     for name in ("alpha", "beta", "w"):
         np.testing.assert_array_equal(after["posterior"][name], fresh["posterior"][name])
+
+
+def test_default_draws_sample_again_when_the_first_run_has_not_converged(small, monkeypatch,
+                                                                         caplog):
+    """``draws=None``: DEFAULT_DRAWS per chain, and when those fail diagnose() over every
+    variable one more run of RETRY_FACTOR times as many, said in the log; given ``draws``, one
+    run whatever the diagnostics. (The failure is forced: which data fail is a matter of
+    seeds; benchmarks/results/nuts_boston.md has the real case.)"""
+    from sparsebayes.inference.rvm import pymc as rvm_pymc
+
+    calls = []
+
+    def first_fails(post, var_names, **kw):
+        calls.append(tuple(var_names))
+        out = diagnose(post, var_names, **kw)
+        return {**out, "ok": False} if len(calls) == 1 else out
+
+    monkeypatch.setattr(rvm_pymc, "diagnose", first_fails)
+    opts = {"seed": 1, "tune": 100, "chains": 2, "warn": False}
+    with caplog.at_level("INFO", logger="sparsebayes"):
+        post = fit(small, "nuts", **opts)
+    assert "sampling again with 2 x 2000" in caplog.text
+    assert calls[0] == ("alpha", "beta", "w") and len(calls) == 2
+    assert post.attrs["draws"] == rvm_pymc.RETRY_FACTOR * rvm_pymc.DEFAULT_DRAWS
+    assert post["posterior"].sizes["draw"] == post.attrs["draws"]
+    calls.clear()
+    given = fit(small, "nuts", draws=rvm_pymc.DEFAULT_DRAWS, **opts)
+    assert len(calls) == 1 and given.attrs["draws"] == rvm_pymc.DEFAULT_DRAWS
