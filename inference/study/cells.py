@@ -22,7 +22,7 @@ from .data import DataSpec, load_split
 from .specs import BASELINES, FAMILIES, RUNNER_OPTIONS, MethodSpec, seed_of
 
 __all__ = ["Cell", "run_cell", "score", "leave_one_out", "STUDY_LOO_REFITS", "GP_EXACT_MAX_N",
-           "GP_INDUCING"]
+           "GP_INDUCING", "RVM_CENTRES"]
 
 #: The most exact refits of a study cell's subsampled leave-one-out (``loo_refits`` option)
 STUDY_LOO_REFITS = 10
@@ -31,6 +31,10 @@ STUDY_LOO_REFITS = 10
 #: (``inducing=none``: the exact GP at any size)
 GP_EXACT_MAX_N = 3000
 GP_INDUCING = 300
+#: The RVM families' cells on more training points than this fit a k-means dictionary of this
+#: many centres (Tipping & Faul 2003 on a candidate subset), unless the method's ``centres``
+#: option is given (``centres=none``: every training point a candidate)
+RVM_CENTRES = 1000
 
 WIDTH_FACTORS = np.array([0.5, 0.7, 1.0, 1.4, 2.0])  # width=cv tries these x the default
 
@@ -211,8 +215,9 @@ def _rvm_problem(kind: str, X, y, width, opts: dict[str, Any]):
         kernel = GaussianKernel(np.full(X.shape[1], width) if opts.get("ard") else width)
     common = {"kernel": kernel, "bias": bool(opts.get("bias", True)),
               "learn_width": bool(opts.get("learn_width", False))}
-    if opts.get("centres") is not None:  # a k-means dictionary of at most this many centres
-        common["centres"] = min(int(opts["centres"]), X.shape[0])
+    centres = opts.get("centres", RVM_CENTRES if X.shape[0] > RVM_CENTRES else None)
+    if centres is not None:  # a k-means dictionary of at most this many centres
+        common["centres"] = min(int(centres), X.shape[0])
     return family.problem_type(X, y, **common)
 
 

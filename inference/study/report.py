@@ -24,7 +24,7 @@ from sparsebayes.inference.families import FAMILIES as MODEL_FAMILIES
 from sparsebayes.inference.methods import METHODS
 from sparsebayes.models.datasets import CLASSIFICATION, COUNTS, REGRESSION, DataInfo
 
-from .cells import GP_EXACT_MAX_N, GP_INDUCING, Cell
+from .cells import GP_EXACT_MAX_N, GP_INDUCING, RVM_CENTRES, Cell
 from .data import DataSpec
 from .specs import FAMILIES, MethodSpec, parse_spec, spec_from_label
 from .storage import MANIFEST, TABLE, load_posterior, load_table
@@ -693,6 +693,12 @@ def method_glossary(methods, short: dict[str, str]) -> list[str]:
         else:
             what = METHOD_TERMS.get((m.family, m.method)) or _family_term(m)
         opts = [_OPTION_TERMS[k].format(v) for k, v in m.options if k in _OPTION_TERMS]
+        kinds = {kind for kind, _ in FAMILIES.get(m.family, {}).values()}
+        if "centres" not in dict(m.options) and any(
+                k in MODEL_FAMILIES and MODEL_FAMILIES[k].weights for k in kinds):
+            opts.append(f"above {RVM_CENTRES} training points on a k-means dictionary of "
+                        f"{RVM_CENTRES} candidate centres (the `centres` option sets it; "
+                        "`centres=none` keeps every training point)")
         rest = [f"{k}={v}" for k, v in m.options if k not in _OPTION_TERMS]
         if m.family != "sklearn" and (opts or rest):
             what += "; " + ", ".join(opts + ([f"options {', '.join(rest)}"] if rest else []))

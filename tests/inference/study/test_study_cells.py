@@ -144,3 +144,31 @@ def test_gp_cells_above_the_size_are_the_sparse_gp(monkeypatch):
     bad = st.run_study("breast_cancer_wisconsin:n_train=60", "gp/evidence:inducing=10", 1,
                        progress=False).iloc[0]
     assert bad["status"] == "failed" and "inducing is GP regression's option" in bad["error"]
+
+
+def test_rvm_cells_above_the_size_fit_a_dictionary(monkeypatch):
+    """An RVM cell on more than RVM_CENTRES training points fits a k-means dictionary of
+    RVM_CENTRES centres (its record's n_centres), equal to a direct fit; ``centres=none``
+    keeps every training point; the report's glossary says so unless centres is given."""
+    from sparsebayes.inference.study import cells
+    from sparsebayes.inference.study.report import method_glossary
+    from sparsebayes.models import GaussianKernel, RVMRegression
+
+    monkeypatch.setattr(cells, "RVM_CENTRES", 12)
+    data = "sinc:n_train=60"
+    table = st.run_study(data, "rvm/evidence:loo=false,rvm/evidence:loo=false:centres=none", 1,
+                         progress=False).set_index("method")
+    assert (table["status"] == "ok").all(), table["error"]
+    assert table.loc["rvm/evidence:loo=False", "n_centres"] == 12
+    assert table.loc["rvm/evidence:centres=None:loo=False", "n_centres"] == 60
+    s = st.load_split(data, 0)
+    cell = st.Cell(st.DataSpec.parse(data), 0, st.MethodSpec.parse("rvm/evidence:loo=false"))
+    width = float(table.loc["rvm/evidence:loo=False", "width"])
+    post = fit(RVMRegression(s.X_train, s.y_train, kernel=GaussianKernel(width), centres=12),
+               "evidence", seed=cell.fit_seed)
+    mse = float(np.mean((predict(post, s.X_test).mean - s.y_test) ** 2))
+    assert table.loc["rvm/evidence:loo=False", "mse"] == pytest.approx(mse, rel=1e-9)
+    default, given = method_glossary([st.MethodSpec.parse("rvm/evidence"),
+                                      st.MethodSpec.parse("rvm/evidence:centres=50")], {})
+    assert "above 1000 training points on a k-means dictionary of 1000 candidate" in default
+    assert "above 1000" not in given and "dictionary of 50 candidate centres" in given
