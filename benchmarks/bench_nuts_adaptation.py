@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+from bench_nuts_boston import boston_problem
 from report import markdown_table, timed, write_report
 
 from sparsebayes.inference import fit
@@ -26,7 +27,6 @@ from sparsebayes.models import (
     RVMClassification,
     RVMNegativeBinomialRegression,
     RVMPoissonRegression,
-    RVMRegression,
     RVMStudentTRegression,
     datasets,
 )
@@ -55,13 +55,6 @@ def latent_problems() -> dict:
     }
 
 
-def boston() -> RVMRegression:
-    X, t, _ = datasets.load_boston()
-    X = (X - X.mean(0)) / X.std(0)
-    t = (t - t.mean()) / t.std()
-    return RVMRegression(X, t, GaussianKernel(np.sqrt(X.shape[1])), centres=100)
-
-
 def one_run(name: str, problem, adaptation: str, seed: int) -> dict:
     post, wall = timed(fit, problem, "nuts", seed=seed, adaptation=adaptation, warn=False)
     return {"model": name, "adaptation": adaptation, "seed": seed,
@@ -80,7 +73,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     problems = latent_problems()
     if args.boston:
-        problems["Gaussian regression (Boston, 506 points, 100 centres)"] = boston()
+        problems["Gaussian regression (Boston, 506 points, 100 centres)"] = boston_problem()
     rows = []
     for name, problem in problems.items():
         for adaptation in ("diag", "low_rank"):

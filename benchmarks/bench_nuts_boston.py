@@ -26,6 +26,14 @@ from sparsebayes.inference import fit
 from sparsebayes.models import GaussianKernel, RVMRegression, datasets
 
 
+def boston_problem() -> RVMRegression:
+    """All 506 Boston points, inputs and target standardised, width sqrt(13), 100 centres."""
+    X, t, _ = datasets.load_boston()
+    X = (X - X.mean(0)) / X.std(0)
+    t = (t - t.mean()) / t.std()
+    return RVMRegression(X, t, GaussianKernel(np.sqrt(X.shape[1])), centres=100)
+
+
 def one_seed(problem, seed: int, **options) -> dict:
     start = time.perf_counter()
     with warnings.catch_warnings():
@@ -51,10 +59,7 @@ def main() -> None:
                     help="draws per chain; 0 is the default (draws=None), each value one table")
     args = ap.parse_args()
     load = os.getloadavg()[0]
-    X, t, _ = datasets.load_boston()
-    X = (X - X.mean(0)) / X.std(0)
-    t = (t - t.mean()) / t.std()
-    problem = RVMRegression(X, t, GaussianKernel(np.sqrt(X.shape[1])), centres=100)
+    problem = boston_problem()
     lines = ["# NUTS's defaults on Boston, 100 centres, over seeds", "",
              f"{os.cpu_count()} cores, 1-minute load average {load:.2f} at the start; all 506 "
              "points, inputs and target standardised, width sqrt(13), `centres=100`; "

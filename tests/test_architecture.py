@@ -126,14 +126,10 @@ def _kind_literals() -> set[str]:
 
 
 @functools.cache
-def _all_nodes() -> tuple[tuple[Path, ast.AST], ...]:
+def _nodes() -> tuple[tuple[Path, ast.AST], ...]:
     """(path, node) for every AST node of the package, parsed once for all the checks."""
     return tuple((path.relative_to(ROOT), node) for path, _ in MODULES.values()
                  for node in ast.walk(ast.parse(path.read_text())))
-
-
-def _nodes():
-    return iter(_all_nodes())
 
 
 def test_no_branching_on_kind_strings():

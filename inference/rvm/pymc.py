@@ -219,14 +219,17 @@ def _draws(problem, post: xr.Dataset, prior: GammaPrior, collapsed: bool,
     return alpha, beta, (None if collapsed else get("w"))
 
 
+def _likelihood_names(problem) -> tuple[str, ...]:
+    """The likelihood's own parameters (e.g. a dispersion); none for Gaussian noise."""
+    return () if gaussian_noise(problem) else tuple(likelihood_of(problem).param_names)
+
+
 def _likelihood_draws(problem, post: xr.Dataset, shape: tuple[int, int] | None = None
                       ) -> dict:
-    """Draws (chain, draw) of the likelihood's own parameters (e.g. a
-    dispersion) from a sampled or VI posterior; none for Gaussian noise."""
-    if gaussian_noise(problem):
-        return {}
+    """Draws (chain, draw) of the likelihood's own parameters (:func:`_likelihood_names`)
+    from a sampled or VI posterior."""
     out = {}
-    for name in likelihood_of(problem).param_names:
+    for name in _likelihood_names(problem):
         arr = post[name].values
         out[name] = arr if shape is None else arr.reshape(shape)
     return out
@@ -402,9 +405,8 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie",
                                                                                   post_ds))
 
     dt = run(draws)
-    likelihood_draws = () if gaussian_noise(problem) else tuple(
-        likelihood_of(problem).param_names)
-    if again and not diagnose(dt, ("alpha", "beta", "w", *likelihood_draws), warn=False)["ok"]:
+    likelihood_names = _likelihood_names(problem)
+    if again and not diagnose(dt, ("alpha", "beta", "w", *likelihood_names), warn=False)["ok"]:
         progress.logger.info("NUTS at %d x %d draws did not converge by R-hat and ESS over "
                              "every variable: sampling again with %d x %d", chains, draws,
                              chains, RETRY_FACTOR * draws)
@@ -414,7 +416,7 @@ def fit_nuts(problem, *, seed: int | None = None, sampler: str = "nutpie",
     sampled = ("alpha", "beta", "w")
     if collapsed:
         sampled = ("alpha", "beta") if gaussian_noise(problem) else ("w",)
-    sampled += likelihood_draws
+    sampled += likelihood_names
     diag = diagnose(dt, sampled, warn=warn)
     dt.attrs.update(n_divergent=diag["n_divergent"], max_rhat=diag["max_rhat"],
                     min_ess_bulk=diag["min_ess_bulk"], min_ess_tail=diag["min_ess_tail"],

@@ -666,14 +666,19 @@ TEXT_TERMS = {
 }
 
 
+def _model_families(m: MethodSpec) -> list:
+    """The registered model families (:mod:`~sparsebayes.inference.families`) a study
+    family fits over its tasks, by kind; none for the scikit-learn baselines."""
+    kinds = {kind for kind, _ in FAMILIES.get(m.family, {}).values()}
+    return [MODEL_FAMILIES[k] for k in sorted(kinds) if k in MODEL_FAMILIES]
+
+
 def _family_term(m: MethodSpec) -> str:
     """A method without its own entry in :data:`METHOD_TERMS`: its problem class's summary
     (the first phrase of its docstring) and the method, with the method's own description
     (``Method.description``)."""
-    kinds = {kind for kind, _ in FAMILIES.get(m.family, {}).values()}
     what = [f"{c.__doc__.strip().split(':')[0].split('.')[0]} (`{c.__name__}`)"
-            for c in (MODEL_FAMILIES[k].problem_type for k in sorted(kinds)
-                      if k in MODEL_FAMILIES) if c.__doc__]
+            for c in (f.problem_type for f in _model_families(m)) if c.__doc__]
     name = "; ".join(what) or f"`{m.family}`"
     if not m.method:
         return name
@@ -693,9 +698,7 @@ def method_glossary(methods, short: dict[str, str]) -> list[str]:
         else:
             what = METHOD_TERMS.get((m.family, m.method)) or _family_term(m)
         opts = [_OPTION_TERMS[k].format(v) for k, v in m.options if k in _OPTION_TERMS]
-        kinds = {kind for kind, _ in FAMILIES.get(m.family, {}).values()}
-        if "centres" not in dict(m.options) and any(
-                k in MODEL_FAMILIES and MODEL_FAMILIES[k].weights for k in kinds):
+        if "centres" not in dict(m.options) and any(f.weights for f in _model_families(m)):
             opts.append(f"above {RVM_CENTRES} training points on a k-means dictionary of "
                         f"{RVM_CENTRES} candidate centres (the `centres` option sets it; "
                         "`centres=none` keeps every training point)")

@@ -117,6 +117,15 @@ def test_method_not_applicable_to_a_task_is_skipped():
 
 
 
+def _direct_fit_mse(data: str, method: str, problem_of) -> float:
+    """Test MSE of ``problem_of(split)`` fitted by the evidence directly, on split 0 of
+    ``data`` with the seed of the study's cell of ``method``."""
+    s = st.load_split(data, 0)
+    cell = st.Cell(st.DataSpec.parse(data), 0, st.MethodSpec.parse(method))
+    post = fit(problem_of(s), "evidence", seed=cell.fit_seed)
+    return float(np.mean((predict(post, s.X_test).mean - s.y_test) ** 2))
+
+
 def test_gp_cells_above_the_size_are_the_sparse_gp(monkeypatch):
     """A GP regression cell on more than GP_EXACT_MAX_N training points fits the sparse GP
     on GP_INDUCING k-means inducing inputs (its record's n_centres), equal to a direct fit;
@@ -134,10 +143,8 @@ def test_gp_cells_above_the_size_are_the_sparse_gp(monkeypatch):
     assert (table["status"] == "ok").all(), table["error"]
     assert table.loc["gp/evidence:loo=False", "n_centres"] == 12
     assert table.loc["gp/evidence:inducing=None:loo=False", "n_centres"] == 60
-    s = st.load_split(data, 0)
-    cell = st.Cell(st.DataSpec.parse(data), 0, st.MethodSpec.parse("gp/evidence:loo=false"))
-    post = fit(GPRegression(s.X_train, s.y_train, inducing=12), "evidence", seed=cell.fit_seed)
-    mse = float(np.mean((predict(post, s.X_test).mean - s.y_test) ** 2))
+    mse = _direct_fit_mse(data, "gp/evidence:loo=false",
+                          lambda s: GPRegression(s.X_train, s.y_train, inducing=12))
     assert table.loc["gp/evidence:loo=False", "mse"] == pytest.approx(mse, rel=1e-9)
     [line] = method_glossary([st.MethodSpec.parse("gp/evidence:inducing=50")], {})
     assert "sparse GP (Titsias 2009) on 50 k-means inducing inputs" in line
@@ -161,12 +168,9 @@ def test_rvm_cells_above_the_size_fit_a_dictionary(monkeypatch):
     assert (table["status"] == "ok").all(), table["error"]
     assert table.loc["rvm/evidence:loo=False", "n_centres"] == 12
     assert table.loc["rvm/evidence:centres=None:loo=False", "n_centres"] == 60
-    s = st.load_split(data, 0)
-    cell = st.Cell(st.DataSpec.parse(data), 0, st.MethodSpec.parse("rvm/evidence:loo=false"))
     width = float(table.loc["rvm/evidence:loo=False", "width"])
-    post = fit(RVMRegression(s.X_train, s.y_train, kernel=GaussianKernel(width), centres=12),
-               "evidence", seed=cell.fit_seed)
-    mse = float(np.mean((predict(post, s.X_test).mean - s.y_test) ** 2))
+    mse = _direct_fit_mse(data, "rvm/evidence:loo=false", lambda s: RVMRegression(
+        s.X_train, s.y_train, kernel=GaussianKernel(width), centres=12))
     assert table.loc["rvm/evidence:loo=False", "mse"] == pytest.approx(mse, rel=1e-9)
     default, given = method_glossary([st.MethodSpec.parse("rvm/evidence"),
                                       st.MethodSpec.parse("rvm/evidence:centres=50")], {})
