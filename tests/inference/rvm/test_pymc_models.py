@@ -755,22 +755,28 @@ def test_default_draws_sample_again_when_the_first_run_has_not_converged(small, 
     run whatever the diagnostics. (The failure is forced: which data fail is a matter of
     seeds; benchmarks/results/nuts_boston.md has the real case.)"""
     from sparsebayes.inference.rvm import pymc as rvm_pymc
+    from sparsebayes.inference.samplers import clear_compiled
 
-    calls = []
+    calls, first = [], {}
 
     def first_fails(post, var_names, **kw):
         calls.append(tuple(var_names))
+        first.setdefault("attrs", dict(post.attrs))
         out = diagnose(post, var_names, **kw)
         return {**out, "ok": False} if len(calls) == 1 else out
 
     monkeypatch.setattr(rvm_pymc, "diagnose", first_fails)
     opts = {"seed": 1, "tune": 100, "chains": 2, "warn": False}
+    clear_compiled()
     with caplog.at_level("INFO", logger="sparsebayes"):
         post = fit(small, "nuts", **opts)
     assert "sampling again with 2 x 2000" in caplog.text
     assert calls[0] == ("alpha", "beta", "w") and len(calls) == 2
     assert post.attrs["draws"] == rvm_pymc.RETRY_FACTOR * rvm_pymc.DEFAULT_DRAWS
     assert post["posterior"].sizes["draw"] == post.attrs["draws"]
+    # both runs' time: the first compiles (the cache cleared), the second reuses it
+    assert post.attrs["compile_time"] >= first["attrs"]["compile_time"] > 0
+    assert post.attrs["sampling_time"] > first["attrs"]["sampling_time"]
     calls.clear()
     given = fit(small, "nuts", draws=rvm_pymc.DEFAULT_DRAWS, **opts)
     assert len(calls) == 1 and given.attrs["draws"] == rvm_pymc.DEFAULT_DRAWS
