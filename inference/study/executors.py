@@ -6,9 +6,11 @@ its own seed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -158,8 +160,9 @@ class Progress:
         if self.estimate is not None and self.left:
             from tqdm import tqdm
 
-            left = max(0.0, self.estimate[0] - (self.clock() - self.estimate[1]))
-            post += f", left ~{tqdm.format_interval(left)}"
+            left = self.estimate[0] - (self.clock() - self.estimate[1])
+            post += (f", left ~{tqdm.format_interval(left)}" if left >= 0 else
+                     f", {tqdm.format_interval(-left)} over the estimate")
         self.bar.set_postfix_str(post, refresh=False)
 
     def update(self, record: dict[str, Any]) -> None:
@@ -238,31 +241,59 @@ def _exit_with_parent(parent: int, every: float = 0.5) -> None:
     os._exit(1)
 
 
-def execute(todo: list[Cell], n_jobs: int, client,
-             on_result: Callable[[Cell, dict], None], progress: Progress) -> None:
-    if client is not None:
-        from distributed import as_completed
+@contextlib.contextmanager
+def _ticking(progress: Progress, every: float = 1.0):
+    """Refresh the bar every ``every`` seconds from a thread while this process waits on a
+    cell (run here, or on Dask), so its elapsed time and time left count on."""
+    stop = threading.Event()
 
-        futures = {client.submit(run_cell, c, pure=False): c for c in todo}
-        try:
-            for fut in as_completed(futures, loop=client.loop):
-                cell = futures[fut]
-                try:
-                    rec = fut.result()
-                except Exception as exc:  # the worker died (KilledWorker) and the like
-                    rec = {**cell.key, "task": cell.data.info.task, "status": "failed",
-                           "error": f"{type(exc).__name__}: {exc}"}
-                on_result(cell, rec)
-                progress.update(rec)
-        finally:
-            client.cancel(list(futures))
+    def tick() -> None:
+        while not stop.wait(every):
+            progress.refresh()
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def execute(todo: list[Cell], n_jobs: int, client,
+            on_result: Callable[[Cell, dict], None], progress: Progress) -> None:
+    if client is not None or n_jobs == 1:
+        with _ticking(progress):
+            _execute_here_or_on_dask(todo, client, on_result, progress)
         return
-    if n_jobs == 1:
+    _execute_on_processes(todo, n_jobs, on_result, progress)
+
+
+def _execute_here_or_on_dask(todo, client, on_result, progress) -> None:
+    if client is None:
         for cell in todo:
             rec = run_cell(cell)
             on_result(cell, rec)
             progress.update(rec)
         return
+    from distributed import as_completed
+
+    futures = {client.submit(run_cell, c, pure=False): c for c in todo}
+    try:
+        for fut in as_completed(futures, loop=client.loop):
+            cell = futures[fut]
+            try:
+                rec = fut.result()
+            except Exception as exc:  # the worker died (KilledWorker) and the like
+                rec = {**cell.key, "task": cell.data.info.task, "status": "failed",
+                       "error": f"{type(exc).__name__}: {exc}"}
+            on_result(cell, rec)
+            progress.update(rec)
+    finally:
+        client.cancel(list(futures))
+
+
+def _execute_on_processes(todo, n_jobs, on_result, progress) -> None:
     import multiprocessing
     import queue
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait

@@ -190,3 +190,35 @@ def test_time_left_is_the_work_left_not_the_first_cells_rate(capsys):
             shown = capsys.readouterr().err.rpartition("left ~")[2][:5]
             assert shown.startswith(("03:", "04:", "05:")), shown  # truth 04:38
     bar.close()
+
+
+def test_a_cell_past_its_estimate_says_so_and_the_bar_ticks_while_it_runs(capsys,
+                                                                          monkeypatch):
+    """KIN40K's Student-t cell ran 20 min under "left ~00:00", and with one worker the bar
+    stood still at [00:00] until a cell ended: the time past the estimate is shown as such,
+    and the bar refreshes while a cell runs in this process."""
+    from sparsebayes.inference.study import executors
+    from sparsebayes.inference.study.run import config
+
+    cells = config(["sinc"], ["rvm/evidence"], 3, 0).cells()[0]
+    now = [0.0]
+    bar = executors.Progress(len(cells), 0, 0, 1, True, cells, clock=lambda: now[0])
+    c = cells[0]
+    bar.update({"dataset": c.data.label, "method": c.method.label, "split": c.split,
+                "status": "ok", "cell_seconds": 10.0})
+    now[0] = 20.0 + 75.0  # two 10-s cells were due by t = 20
+    bar.refresh()
+    shown = capsys.readouterr().err
+    assert "01:15 over the estimate" in shown and "left ~00:00" not in shown
+
+    refreshed = []
+    monkeypatch.setattr(bar, "refresh", lambda: refreshed.append(time.monotonic()))
+
+    def slow_cell(cell):
+        time.sleep(1.6)
+        return {**cell.key, "status": "ok", "cell_seconds": 1.6}
+
+    monkeypatch.setattr(executors, "run_cell", slow_cell)
+    executors.execute(cells[1:2], 1, None, lambda cell, rec: None, bar)
+    assert len(refreshed) >= 1
+    bar.close()
