@@ -53,6 +53,7 @@ from ..contract import options_from_attrs
 from ..numerics import check_rows_out, cholesky, cholesky_inverse, one_blas_thread, warn_user
 from ..predictive.classification import cavity_logpdf, moderated_from_moments, pair_logit_moments
 from ..predictive.regression import design
+from ..progress import Evaluations, describe
 from ..results import basis_from_posterior, classification_datatree, prior_from_posterior
 from . import compiled
 from .mackay import mackay_update
@@ -92,6 +93,9 @@ MAX_RUN = 256
 # nats took two thirds of the re-linearisations, moving no prediction.
 STALL, STALL_GAIN = 10, 0.01
 THAW_GAIN = 1.0  # a frozen action is tried again once the evidence has risen this much (nats)
+# whole solves a profile search typically takes, with one and with two parameters (the
+# estimate of its first progress line)
+PROFILE_SOLVES = (15, 60)
 PHI2_MAX = 4_000_000  # the fast loop keeps Phi**2 (for phi_m^T B phi_m) up to this size
 _NO_COLS = np.empty(0, int)  # Laplace.cols until the caller sets them
 
@@ -773,7 +777,7 @@ def fit_laplace(problem, lik, algorithm: str, method: str, *, seed, max_iter: in
                       lik=lik, warm=warm)
 
     with one_blas_thread():
-        sol = learned_likelihood(lik, solve) if lik.param_names else solve(lik)
+        sol = learned_likelihood(lik, solve, problem) if lik.param_names else solve(lik)
     optimise_seconds = time.perf_counter() - start
     warn_fit(sol.notes, sol.run.at_floor, alpha_min, sol.run.converged and sol.lap.converged,
              method, max_iter, lik.floor_reason)
@@ -782,7 +786,8 @@ def fit_laplace(problem, lik, algorithm: str, method: str, *, seed, max_iter: in
                             trace=sol.trace, optimise_seconds=optimise_seconds)
 
 
-def learned_likelihood(lik, solve, xtol: float = 1e-2, polish: float = 0.05) -> Solution:
+def learned_likelihood(lik, solve, problem, xtol: float = 1e-2, polish: float = 0.05
+                       ) -> Solution:
     """The solution at the likelihood's own parameters (``lik.param_names``, e.g. a negative
     binomial's dispersion) that maximise the Laplace evidence (PRML 7.114) over their logs
     within ``lik.log_bounds``: the profile evidence, each value a whole ``solve(lik, warm)``
@@ -797,10 +802,13 @@ def learned_likelihood(lik, solve, xtol: float = 1e-2, polish: float = 0.05) -> 
     solve so far (its pairs, alpha and mode), where a solve takes a few sequential steps
     instead of growing the model from nothing; then within ``polish`` (in the logs) of that
     optimum with cold solves. A point is solved once per stage; the best solution is
-    returned."""
+    returned. ``problem`` is named in the progress lines of a long search."""
     names = lik.param_names
     bounds = np.array([lik.log_bounds[k] for k in names])
     best: dict = {"value": np.inf}
+    progress = Evaluations(f"the {lik.label} likelihood's {' and '.join(names)} by the "
+                           f"profile evidence of {describe(problem)}",
+                           PROFILE_SOLVES[min(len(names), 2) - 1])
 
     def stage(x0, box, warm: bool, simplex=None):
         seen: dict = {}
@@ -812,6 +820,7 @@ def learned_likelihood(lik, solve, xtol: float = 1e-2, polish: float = 0.05) -> 
                 sol = solve(lik.with_params(**dict(zip(names, values, strict=True))),
                             warm=best.get("warm") if warm else None)
                 seen[key] = -sol.lap.log_evidence
+                progress.update(seen[key])
                 if seen[key] < best["value"]:
                     lap = sol.lap
                     best.update(value=seen[key], x=np.atleast_1d(x).copy(), sol=sol,

@@ -1,7 +1,8 @@
-"""Nothing long is silent (issue 46): a GP classifier's type-II ML, leave-one-out refits and
-NUTS of a non-Gaussian family say up front what they expect to take, in a subprocess whose
-output goes to a pipe (no terminal, CI set: no bar, only the log). The thresholds are set to
-zero in the subprocess so that small problems count as long."""
+"""Nothing long is silent (issue 46): a GP classifier's type-II ML, a likelihood's learned
+parameters, leave-one-out refits and NUTS of a non-Gaussian family say up front what they
+expect to take, in a subprocess whose output goes to a pipe (no terminal, CI set: no bar,
+only the log). The thresholds are set to zero in the subprocess so that small problems count
+as long."""
 
 import os
 import re
@@ -62,3 +63,14 @@ def test_nuts_of_counts_estimates_its_time_up_front():
     """)
     assert re.search(r"NUTS on N=40, M=41 \(\d+ parameters, 1 x 40 iterations\): expect "
                      r"roughly \d+ s", err), err
+
+
+def test_learned_likelihood_parameters_estimate_their_search_up_front():
+    err = run("""
+        from sparsebayes.models import GaussianKernel, RVMStudentTRegression, datasets
+        X, t = datasets.sinc(60, noise_scale=0.1, seed=0)
+        fit(RVMStudentTRegression(X, t, kernel=GaussianKernel(2.0)), "evidence", seed=0)
+    """)
+    assert re.search(r"the Student-t likelihood's sigma and nu by the profile evidence of "
+                     r"RVMStudentTRegression, N=60, M=61: the first evaluation took \d+\.\d s; "
+                     r"typically 60 evaluations: expect roughly \d+ s", err), err
