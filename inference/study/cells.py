@@ -22,7 +22,7 @@ from .data import DataSpec, load_split
 from .specs import BASELINES, FAMILIES, RUNNER_OPTIONS, MethodSpec, seed_of
 
 __all__ = ["Cell", "run_cell", "score", "leave_one_out", "STUDY_LOO_REFITS", "GP_EXACT_MAX_N",
-           "GP_INDUCING", "RVM_CENTRES"]
+           "GP_INDUCING", "RVM_CENTRES", "LEARNED_LIKELIHOOD_CENTRES", "dictionary_size"]
 
 #: The most exact refits of a study cell's subsampled leave-one-out (``loo_refits`` option)
 STUDY_LOO_REFITS = 10
@@ -35,6 +35,18 @@ GP_INDUCING = 300
 #: many centres (Tipping & Faul 2003 on a candidate subset), unless the method's ``centres``
 #: option is given (``centres=none``: every training point a candidate)
 RVM_CENTRES = 1000
+#: ... and the RVMs whose likelihood learns parameters of its own (the Student-t's scale and
+#: degrees of freedom, the negative binomial's dispersion: every value tried is a whole
+#: sparse fit) this many
+LEARNED_LIKELIHOOD_CENTRES = 200
+
+
+def dictionary_size(family) -> int:
+    """The k-means dictionary's size of a model family's cells above :data:`RVM_CENTRES`
+    training points (:data:`LEARNED_LIKELIHOOD_CENTRES` where its likelihood has parameters
+    learned by type-II ML, else :data:`RVM_CENTRES`)."""
+    likelihood = getattr(family.problem_type, "likelihood_type", None)
+    return LEARNED_LIKELIHOOD_CENTRES if getattr(likelihood, "param_names", ()) else RVM_CENTRES
 
 WIDTH_FACTORS = np.array([0.5, 0.7, 1.0, 1.4, 2.0])  # width=cv tries these x the default
 
@@ -215,7 +227,8 @@ def _rvm_problem(kind: str, X, y, width, opts: dict[str, Any]):
         kernel = GaussianKernel(np.full(X.shape[1], width) if opts.get("ard") else width)
     common = {"kernel": kernel, "bias": bool(opts.get("bias", True)),
               "learn_width": bool(opts.get("learn_width", False))}
-    centres = opts.get("centres", RVM_CENTRES if X.shape[0] > RVM_CENTRES else None)
+    centres = opts.get("centres",
+                       dictionary_size(family) if X.shape[0] > RVM_CENTRES else None)
     if centres is not None:  # a k-means dictionary of at most this many centres
         common["centres"] = min(int(centres), X.shape[0])
     return family.problem_type(X, y, **common)

@@ -24,7 +24,8 @@ from sparsebayes.inference.families import FAMILIES as MODEL_FAMILIES
 from sparsebayes.inference.methods import METHODS
 from sparsebayes.models.datasets import CLASSIFICATION, COUNTS, REGRESSION, DataInfo
 
-from .cells import GP_EXACT_MAX_N, GP_INDUCING, RVM_CENTRES, Cell
+from . import cells as study_cells
+from .cells import GP_EXACT_MAX_N, GP_INDUCING, Cell, dictionary_size
 from .data import DataSpec
 from .specs import FAMILIES, MethodSpec, parse_spec, spec_from_label
 from .storage import MANIFEST, TABLE, load_posterior, load_table
@@ -698,10 +699,12 @@ def method_glossary(methods, short: dict[str, str]) -> list[str]:
         else:
             what = METHOD_TERMS.get((m.family, m.method)) or _family_term(m)
         opts = [_OPTION_TERMS[k].format(v) for k, v in m.options if k in _OPTION_TERMS]
-        if "centres" not in dict(m.options) and any(f.weights for f in _model_families(m)):
-            opts.append(f"above {RVM_CENTRES} training points on a k-means dictionary of "
-                        f"{RVM_CENTRES} candidate centres (the `centres` option sets it; "
-                        "`centres=none` keeps every training point)")
+        sizes = sorted({dictionary_size(f) for f in _model_families(m) if f.weights})
+        if "centres" not in dict(m.options) and sizes:
+            opts.append(f"above {study_cells.RVM_CENTRES} training points on a k-means "
+                        "dictionary of "
+                        f"{' or '.join(map(str, sizes))} candidate centres (the `centres` "
+                        "option sets it; `centres=none` keeps every training point)")
         rest = [f"{k}={v}" for k, v in m.options if k not in _OPTION_TERMS]
         if m.family != "sklearn" and (opts or rest):
             what += "; " + ", ".join(opts + ([f"options {', '.join(rest)}"] if rest else []))

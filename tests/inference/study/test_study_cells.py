@@ -174,5 +174,30 @@ def test_rvm_cells_above_the_size_fit_a_dictionary(monkeypatch):
     assert table.loc["rvm/evidence:loo=False", "mse"] == pytest.approx(mse, rel=1e-9)
     default, given = method_glossary([st.MethodSpec.parse("rvm/evidence"),
                                       st.MethodSpec.parse("rvm/evidence:centres=50")], {})
-    assert "above 1000 training points on a k-means dictionary of 1000 candidate" in default
-    assert "above 1000" not in given and "dictionary of 50 candidate centres" in given
+    assert "above 12 training points on a k-means dictionary of 12 candidate" in default
+    assert "above 12" not in given and "dictionary of 50 candidate centres" in given
+
+
+def test_rvms_that_learn_their_likelihood_take_a_smaller_dictionary(monkeypatch):
+    """Every value of a Student-t's scale and dof is a whole sparse fit (about an hour a fit
+    on KIN40K's 8000 points and 1000 centres): above RVM_CENTRES training points its cells
+    fit LEARNED_LIKELIHOOD_CENTRES centres, equal to a direct fit on them, and the glossary
+    says so; the Gaussian RVM keeps RVM_CENTRES."""
+    from sparsebayes.inference.study import cells
+    from sparsebayes.inference.study.report import method_glossary
+    from sparsebayes.models import GaussianKernel, RVMStudentTRegression
+
+    monkeypatch.setattr(cells, "RVM_CENTRES", 12)
+    monkeypatch.setattr(cells, "LEARNED_LIKELIHOOD_CENTRES", 6)
+    data = "sinc:n_train=40"
+    table = st.run_study(data, "trvm/evidence:loo=false,rvm/evidence:loo=false", 1,
+                         progress=False).set_index("method")
+    assert (table["status"] == "ok").all(), table["error"]
+    assert table.loc["trvm/evidence:loo=False", "n_centres"] == 6
+    assert table.loc["rvm/evidence:loo=False", "n_centres"] == 12
+    width = float(table.loc["trvm/evidence:loo=False", "width"])
+    mse = _direct_fit_mse(data, "trvm/evidence:loo=false", lambda s: RVMStudentTRegression(
+        s.X_train, s.y_train, kernel=GaussianKernel(width), centres=6))
+    assert table.loc["trvm/evidence:loo=False", "mse"] == pytest.approx(mse, rel=1e-9)
+    line, = method_glossary([st.MethodSpec.parse("trvm/evidence")], {})
+    assert "above 12 training points on a k-means dictionary of 6 candidate" in line
