@@ -14,9 +14,7 @@ process, the "before" tree from ``--before DIR`` (a checkout of the commit befor
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -91,16 +89,10 @@ def _one(case: str, repeat: int) -> dict:
 
 
 def _run(case: str, before: str | None, repeat: int) -> dict:
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    code = (f"import sys, json; sys.path.insert(0, {before!r}) if {before!r} != 'None' "
-            f"else None; sys.path.insert(0, {str(HERE)!r}); "
-            f"import bench_likelihood_redesign as b; print(json.dumps(b._one({case!r}, "
-            f"{repeat})))")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         check=False)
-    if res.returncode:
-        return {"error": res.stderr.strip().splitlines()[-1]}
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    sys.path.insert(0, str(HERE))
+    from report import run_in_tree
+
+    return run_in_tree("bench_likelihood_redesign", f"_one({case!r}, {repeat})", before)
 
 
 def main() -> None:

@@ -15,9 +15,7 @@ of 100 points.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -87,15 +85,10 @@ def _one(case: str) -> dict:
 
 
 def _run(case: str, before: str | None) -> dict:
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    code = (f"import sys, json; sys.path.insert(0, {before!r}) if {before!r} != 'None' "
-            f"else None; sys.path.insert(0, {str(HERE)!r}); "
-            f"import bench_profile_evidence as b; print(json.dumps(b._one({case!r})))")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         check=False)
-    if res.returncode:
-        return {"error": res.stderr.strip().splitlines()[-1]}
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    sys.path.insert(0, str(HERE))
+    from report import run_in_tree
+
+    return run_in_tree("bench_profile_evidence", f"_one({case!r})", before)
 
 
 def main() -> None:

@@ -35,3 +35,24 @@ def timed(f, *args, **kwargs):
         out = f(*args, **kwargs)
     return out, time.perf_counter() - start
 
+
+
+def run_in_tree(module: str, call: str, before: str | None) -> dict:
+    """``module.call`` (a JSON-able dict) in its own process with one BLAS thread, with the
+    package imported from the checkout ``before`` (holding ``sparsebayes/models`` and
+    ``sparsebayes/inference``), else from this tree; ``{"error": last line}`` if it failed."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    here = str(Path(__file__).resolve().parent)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    code = (f"import sys, json; sys.path.insert(0, {before!r}) if {before!r} != 'None' "
+            f"else None; sys.path.insert(0, {here!r}); "
+            f"import {module} as b; print(json.dumps(b.{call}))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=False)
+    if res.returncode:
+        return {"error": res.stderr.strip().splitlines()[-1]}
+    return json.loads(res.stdout.strip().splitlines()[-1])
