@@ -805,7 +805,7 @@ def learned_likelihood(lik, solve, problem, xtol: float = 1e-2, polish: float = 
     returned. ``problem`` is named in the progress lines of a long search."""
     names = lik.param_names
     bounds = np.array([lik.log_bounds[k] for k in names])
-    best: dict = {"value": np.inf}
+    best: dict = {}  # the best solve so far ("sol") and its log parameters ("x")
     progress = Evaluations(f"the {lik.label} likelihood's {' and '.join(names)} by the "
                            f"profile evidence of {describe(problem)}",
                            PROFILE_SOLVES[min(len(names), 2) - 1])
@@ -817,14 +817,14 @@ def learned_likelihood(lik, solve, problem, xtol: float = 1e-2, polish: float = 
             key = tuple(np.atleast_1d(x).tolist())
             if key not in seen:
                 values = np.exp(np.atleast_1d(x))
+                start = best["sol"].lap if warm and best else None
                 sol = solve(lik.with_params(**dict(zip(names, values, strict=True))),
-                            warm=best.get("warm") if warm else None)
+                            warm=None if start is None else
+                            (start.cols, start.cls, start.alpha, start.theta))
                 seen[key] = -sol.lap.log_evidence
                 progress.update(seen[key])
-                if seen[key] < best["value"]:
-                    lap = sol.lap
-                    best.update(value=seen[key], x=np.atleast_1d(x).copy(), sol=sol,
-                                warm=(lap.cols, lap.cls, lap.alpha, lap.theta))
+                if not best or sol.lap.log_evidence > best["sol"].lap.log_evidence:
+                    best.update(x=np.atleast_1d(x).copy(), sol=sol)
             return seen[key]
 
         if len(names) == 1:
