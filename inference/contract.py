@@ -120,6 +120,8 @@ ATTRS: dict[str, Attr] = {
     "covariance": Attr(str, "the GP covariance: 'se_ard' (GPML eq. 5.1 with ARD)"),
     "fixed": Attr(Names, "the hyperparameters held fixed"),
     "inducing": Attr(int, "a sparse GP's number of inducing inputs (constant_data Z)"),
+    "learn_inducing": Attr(bool, "a sparse GP's inducing inputs were learned with its "
+                                 "hyperparameters, from constant_data Z_start"),
     "approximation": Attr(str, "a sparse GP's: 'vfe' (Titsias 2009; log_evidence is its "
                                "bound)"),
     "log_likelihood_omitted": Attr(str, "why there is no log_likelihood group: 'size' (too "

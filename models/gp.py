@@ -69,6 +69,7 @@ class GPRegressionRecord:
     signal_sd: float | None
     noise_sd: float | None
     inducing: np.ndarray | None = None
+    learn_inducing: bool = False
 
     kind = "gp"
 
@@ -105,8 +106,12 @@ class GPRegression(GPRegressionRecord):
     inducing : int or array of shape (M, d), optional
         ``None``: the exact GP (O(N^3)). An int ``M``: the sparse GP of Titsias (2009) on
         ``M`` k-means centres of ``X`` (the RVM's ``centres=M`` dictionary); an array: those
-        inducing inputs. Type-II ML then maximises Titsias's bound in O(N M^2), with the
-        inducing inputs held fixed.
+        inducing inputs. Type-II ML then maximises Titsias's bound in O(N M^2).
+    learn_inducing : bool, default False
+        With ``inducing``: ``False`` holds the inducing inputs fixed; ``True`` maximises the
+        bound over them too (Titsias 2009, §3), from those given, with the
+        hyperparameters. The fit's ``constant_data`` then holds the learned ``Z`` and the
+        starting ``Z_start``.
 
     See Also
     --------
@@ -114,16 +119,22 @@ class GPRegression(GPRegressionRecord):
     """
 
     def __init__(self, X, t, length_scale=None, signal_sd: float | None = None,
-                 noise_sd: float | None = None, inducing=None) -> None:
+                 noise_sd: float | None = None, inducing=None,
+                 learn_inducing: bool = False) -> None:
         X = check_inputs(X)
         if X.shape[0] < 2:
             raise ValueError(f"X needs at least 2 samples, got {X.shape[0]}")
         t = check_targets(t, X.shape[0])
         if np.ptp(t) == 0:
             raise ValueError("t is constant: there is nothing to regress")
+        if not isinstance(learn_inducing, (bool, np.bool_)):
+            raise TypeError(f"learn_inducing must be True or False, got {learn_inducing!r}")
+        if learn_inducing and inducing is None:
+            raise ValueError("learn_inducing=True needs inducing inputs (inducing=M or an "
+                             "array); the exact GP has none")
         super().__init__(X, t, _positive("length_scale", length_scale, (X.shape[1],)),
                          _positive("signal_sd", signal_sd), _positive("noise_sd", noise_sd),
-                         check_centres(inducing, X, name="inducing"))
+                         check_centres(inducing, X, name="inducing"), bool(learn_inducing))
 
 
 @dataclass(frozen=True, eq=False)

@@ -261,9 +261,6 @@ def _stall(problem: GPClassification, n_free: int) -> tuple[int, float] | None:
     return STALL, STALL_GAIN * n_free
 
 
-#: objective evaluations of one L-BFGS-B start, typically, besides one per free
-#: hyperparameter (the estimate logged up front; 1000 digits, 65 hyperparameters: 88)
-TYPICAL_EVALUATIONS = 40
 
 
 def type2_ml(problem: GPClassification, lml_and_grad, restarts: int, max_iter: int,
@@ -280,7 +277,7 @@ def type2_ml(problem: GPClassification, lml_and_grad, restarts: int, max_iter: i
     fixed, lo, hi, _ = _layout(problem)
     n_free = int(np.isnan(fixed).sum())
     progress = Evaluations(f"type-II ML of {describe(problem)}, {problem.n_classes} classes",
-                           (TYPICAL_EVALUATIONS + n_free) * restarts)
+                           (type2.TYPICAL_EVALUATIONS + n_free) * restarts)
 
     def warm_started():
         mode = None

@@ -52,15 +52,21 @@ def gp_loo(post: xr.DataTree) -> np.ndarray:
 def _problem(cls):
     def training_problem(post: xr.DataTree, rows=slice(None)):
         """The GP ``post`` was fitted to, on training ``rows``, with its fixed
-        hyperparameters (attrs ``fixed``) and its inducing inputs (a sparse GP's)."""
+        hyperparameters (attrs ``fixed``) and its inducing inputs (a sparse GP's: learned
+        ones from where the fit started, so a refit learns them without the rows it leaves
+        out)."""
         ds = post["posterior"]
         fixed = {k: flat_draws(post, k)[0]
                  for k in post.attrs.get("fixed", "").split() if k in ds}
-        if "Z" in post["constant_data"]:
-            fixed["inducing"] = post["constant_data"]["Z"].values
+        data = post["constant_data"]
+        if "Z_start" in data:
+            fixed["inducing"], fixed["learn_inducing"] = data["Z_start"].values, True
+        elif "Z" in data:
+            fixed["inducing"] = data["Z"].values
         return cls(post["constant_data"]["X"].values[rows],
                    post["observed_data"]["t"].values[rows],
-                   **{k: v if v.ndim else float(v) for k, v in fixed.items()})
+                   **{k: v if np.ndim(v) or isinstance(v, bool) else float(v)
+                      for k, v in fixed.items()})
     return training_problem
 
 

@@ -40,7 +40,7 @@ from ..predictive.regression import (
 )
 from ..results import datatree, gaussian_log_likelihood, is_result_of, pointwise_budget_ok
 from . import type2
-from .sparse import VFEPosterior, vfe_bound_and_grad
+from .sparse import VFEBound, VFEPosterior
 from .type2 import FTOL, GTOL
 
 __all__ = [
@@ -60,6 +60,12 @@ LS_BOUNDS = (1e-3, 1e5)
 SIGNAL_BOUNDS = (1e-3, 1e3)
 NOISE_BOUNDS = (1e-4, 1e2)
 POINT_DRAWS = 1000  # latent draws behind the log_likelihood of point hyperparameters
+#: learned inducing inputs: type-II ML stops once ``INDUCING_STALL[0]`` L-BFGS-B iterations
+#: raised the bound by less than ``INDUCING_STALL[1]`` nats per training point in all (over
+#: the M x d more parameters the bound keeps rising slowly for hundreds of iterations)
+INDUCING_STALL = (10, 1e-2)
+INDUCING_MEMORY = 100  # L-BFGS-B's correction pairs over those parameters (SciPy's default 10)
+INDUCING_EVALUATIONS = 70  # objective evaluations of one such start, typically
 
 
 def _split(theta: np.ndarray, d: int) -> tuple[np.ndarray, float, float]:
@@ -254,28 +260,52 @@ def optimise(problem: GPRegression, *, seed, restarts: int, max_iter: int,
              backend: str = "numpy"):
     """Type-II ML's best log hyperparameters ``(ln length_scale, ln signal_sd, ln noise_sd)``
     and every start's run (:func:`~.type2.maximise`): the log marginal likelihood (GPML eq.
-    5.8), or Titsias's (2009) bound (eq. 9) with inducing inputs."""
+    5.8), or Titsias's (2009) bound (eq. 9) with inducing inputs; learned inducing inputs
+    (shifted by the inputs' mean, as the objective takes them) follow in ``theta``."""
+    from ..progress import Evaluations, describe
+
     fixed, lo, hi, _ = _layout(problem)
+    starts = _starts(problem, restarts, np.random.default_rng(seed))
+    stall, memory = None, {}
+    expected = type2.TYPICAL_EVALUATIONS + int(np.isnan(fixed).sum())
     if problem.inducing is not None:
         shift = problem.X.mean(axis=0)
         Xc, Zc = problem.X - shift, problem.inducing - shift
-        objective = lambda theta: vfe_bound_and_grad(theta, Xc, problem.t, Zc)
+        objective = VFEBound(Xc, problem.t, Zc, learn_inducing=problem.learn_inducing)
+        if problem.learn_inducing:  # the shifted inducing inputs follow, unbounded
+            m = Zc.size
+            fixed = np.r_[fixed, np.full(m, np.nan)]
+            lo, hi = np.r_[lo, np.full(m, -np.inf)], np.r_[hi, np.full(m, np.inf)]
+            starts = np.hstack([starts, np.tile(Zc.ravel(), (starts.shape[0], 1))])
+            stall = (INDUCING_STALL[0], INDUCING_STALL[1] * problem.t.size)
+            memory, expected = {"maxcor": INDUCING_MEMORY}, INDUCING_EVALUATIONS
     elif backend == "numpy":
         Xc = problem.X - problem.X.mean(axis=0)
         objective = lambda theta: _lml_and_grad(theta, Xc, problem.t)
     else:
         objective = pytensor_objective(problem)
-    starts = _starts(problem, restarts, np.random.default_rng(seed))
-    return type2.maximise(lambda: objective, fixed, lo, hi, starts, max_iter=max_iter)
+    progress = Evaluations(f"type-II ML of {describe(problem)}", expected * restarts)
+
+    def reported(theta):
+        value, g = objective(theta)
+        progress.update(value)
+        return value, g
+
+    return type2.maximise(lambda: reported, fixed, lo, hi, starts, max_iter=max_iter,
+                          stall=stall, **memory)
 
 
 def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
-                 sample_stats: dict | None = None, seed: int | None = None) -> xr.DataTree:
+                 sample_stats: dict | None = None, seed: int | None = None,
+                 inducing: np.ndarray | None = None) -> xr.DataTree:
     """The result layout. ``log_likelihood``: ``log N(t_n | f_n, noise_sd^2)`` for draws of
     the latent ``f`` at the training inputs (:func:`latent_draws`; PSIS-LOO on it estimates
     the GP's exact leave-one-out predictive, R&W eqs. 5.10-5.12), ``POINT_DRAWS`` of them for
     point hyperparameters (kept in ``posterior`` as ``f``), one per hyperparameter draw
-    otherwise."""
+    otherwise. ``inducing``: a sparse GP's fitted inducing inputs (the problem's by
+    default; learned ones keep the problem's as ``Z_start``)."""
+    if inducing is None:
+        inducing = problem.inducing
     n, d = problem.X.shape
     ls = posterior["length_scale"].reshape(-1, d)
     sf, sn = posterior["signal_sd"].reshape(-1), posterior["noise_sd"].reshape(-1)
@@ -291,12 +321,12 @@ def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
         "fixed": " ".join(fixed),
         **attrs,
     }
-    if problem.inducing is not None:
-        attrs.update(inducing=problem.inducing.shape[0], approximation="vfe")
+    if inducing is not None:
+        attrs.update(inducing=inducing.shape[0], approximation="vfe")
     if pointwise_budget_ok(shape[0], shape[1], n):
         rng = np.random.default_rng(seed)
-        f = (VFEPosterior(problem.X, problem.t, problem.inducing, ls[0], sf[0], sn[0])
-             .latent_draws(problem.X, per, rng)[None] if problem.inducing is not None
+        f = (VFEPosterior(problem.X, problem.t, inducing, ls[0], sf[0], sn[0])
+             .latent_draws(problem.X, per, rng)[None] if inducing is not None
              else latent_draws(problem.X, problem.t, problem.X, ls, sf, sn, per, rng))
         groups["log_likelihood"] = {
             "t": gaussian_log_likelihood(problem.t, f, 1.0 / sn[:, None] ** 2).reshape(shape)}
@@ -310,14 +340,17 @@ def _gp_datatree(problem: GPRegression, posterior: dict, attrs: dict,
     groups["observed_data"] = {"t": problem.t}
     groups["constant_data"] = {"X": problem.X}
     coords = {"feature": np.arange(d), "obs": np.arange(n)}
-    if problem.inducing is not None:
-        groups["constant_data"]["Z"] = problem.inducing
-        coords["inducing"] = np.arange(problem.inducing.shape[0])
+    if inducing is not None:
+        groups["constant_data"]["Z"] = inducing
+        coords["inducing"] = np.arange(inducing.shape[0])
+    if problem.learn_inducing:
+        groups["constant_data"]["Z_start"] = problem.inducing
     if sample_stats:
         groups["sample_stats"] = sample_stats
     return datatree(groups, coords=coords,
                     dims={"length_scale": ["feature"], "f": ["obs"], "X": ["obs", "feature"],
-                          "Z": ["inducing", "feature"], "t": ["obs"]},
+                          "Z": ["inducing", "feature"], "Z_start": ["inducing", "feature"],
+                          "t": ["obs"]},
                     attrs=attrs)
 
 
@@ -354,8 +387,8 @@ def fit_evidence(problem: GPRegression, *, seed: int | None = None, restarts: in
                   "(converged=False)", ConvergenceWarning)
     d = problem.n_features
     ls, sf, sn = _split(theta, d)
-    _, lo, hi, _ = _layout(problem)
-    at_bound = np.isnan(_layout(problem)[0]) & ((theta <= lo + 1e-6) | (theta >= hi - 1e-6))
+    fixed, lo, hi, _ = _layout(problem)
+    at_bound = np.isnan(fixed) & ((theta[:d + 2] <= lo + 1e-6) | (theta[:d + 2] >= hi - 1e-6))
     if at_bound[d + 1]:
         warn_user(f"the noise sd ({sn:.3g}) reached a bound of its range "
                   f"{NOISE_BOUNDS} x sd(t)", NumericalWarning)
@@ -376,7 +409,11 @@ def fit_evidence(problem: GPRegression, *, seed: int | None = None, restarts: in
         "optimise_seconds": time.perf_counter() - start,
         "hyperparameters": "point",
     }
-    return _gp_datatree(problem, post, attrs, seed=seed)
+    inducing = problem.inducing
+    if problem.learn_inducing:
+        inducing = theta[d + 2:].reshape(inducing.shape) + problem.X.mean(axis=0)
+        attrs["learn_inducing"] = 1
+    return _gp_datatree(problem, post, attrs, seed=seed, inducing=inducing)
 
 
 def fit_nuts(problem: GPRegression, *, seed: int | None = None, sampler: str = "nutpie",

@@ -18,38 +18,49 @@ import numpy as np
 from scipy import linalg
 
 from sparsebayes.models.gp import se_ard_covariance
-from sparsebayes.models.kernels import weighted_sq_differences
+from sparsebayes.models.kernels import GaussianKernel, weighted_sq_differences
 
-from ..numerics import LOG_2PI
+from ..numerics import LOG_2PI, cholesky_inverse
 
-__all__ = ["JITTER", "vfe_bound_and_grad", "VFEPosterior"]
+__all__ = ["JITTER", "VFEBound", "vfe_bound_and_grad", "VFEPosterior"]
 
 JITTER = 1e-6  # added to K_uu's diagonal, relative to signal_sd^2 (pm.gp's default is 1e-6)
 
 
 class Factors(NamedTuple):
-    """``K_uu`` (with jitter) and ``K_uf``, ``L_uu``, ``V = L_uu^-1 K_uf`` and ``L_B`` of
-    ``B = I + V V^T / s^2``."""
+    """``K_uu`` (with jitter) and ``K_uf``, ``L_uu``, ``V = L_uu^-1 K_uf``, ``B = I + V V^T /
+    s^2`` and its Cholesky factor ``L_B``."""
 
     Kuu: np.ndarray
     Kuf: np.ndarray
     Luu: np.ndarray
     V: np.ndarray
+    B: np.ndarray
     LB: np.ndarray
 
 
-def _factors(Xc, Zc, ls, sf, sn) -> Factors:
-    """The :class:`Factors` at these hyperparameters."""
+def _factors(Xc, Zc, ls, sf, sn, work: tuple[np.ndarray, np.ndarray] | None = None
+             ) -> Factors:
+    """The :class:`Factors` at these hyperparameters; ``K_uf`` and ``V`` are built in
+    ``work``, two Fortran-ordered (M, N) arrays, when given (the triangular solve then runs
+    in place, and no call pays for touching fresh memory)."""
     Kuu = se_ard_covariance(Zc, None, ls, sf)
     Kuu[np.diag_indices_from(Kuu)] += JITTER * sf**2
-    Kuf = se_ard_covariance(Zc, Xc, ls, sf)
+    Kuf, V = work if work is not None else (None, None)
+    # k(x_n, z_m) in an (N, M) C-ordered array is K_uf in Fortran order
+    Kuf = GaussianKernel(np.sqrt(2.0) * ls)(Xc, Zc, out=None if Kuf is None else Kuf.T).T
+    Kuf *= sf**2
     Luu = linalg.cholesky(Kuu, lower=True, check_finite=False)
-    V = linalg.solve_triangular(Luu, Kuf, lower=True, check_finite=False)
+    if V is None:
+        V = Kuf.copy(order="F")
+    else:
+        np.copyto(V, Kuf)
+    V = linalg.solve_triangular(Luu, V, lower=True, overwrite_b=True, check_finite=False)
     B = V @ V.T
     B /= sn**2
     B[np.diag_indices_from(B)] += 1.0
     LB = linalg.cholesky(B, lower=True, check_finite=False)
-    return Factors(Kuu, Kuf, Luu, V, LB)
+    return Factors(Kuu, Kuf, Luu, V, B, LB)
 
 
 def _alpha(t, V, LB, c, s2: float) -> np.ndarray:
@@ -59,10 +70,10 @@ def _alpha(t, V, LB, c, s2: float) -> np.ndarray:
                                               check_finite=False)) / s2
 
 
-def vfe_bound_and_grad(theta: np.ndarray, Xc: np.ndarray, t: np.ndarray, Zc: np.ndarray,
-                       grad: bool = True):
-    """Titsias's bound (eq. 9) at ``theta = (ln length_scale, ln signal_sd, ln noise_sd)``
-    and its gradient. ``Xc``, ``Zc``: inputs and inducing inputs shifted alike.
+class VFEBound:
+    """Titsias's bound (eq. 9) and its gradient as a function of ``theta = (ln length_scale,
+    ln signal_sd, ln noise_sd)``, for inputs ``Xc`` and inducing inputs ``Zc`` shifted alike.
+    Its three (M, N) work arrays are allocated at the first call and reused.
 
     With ``A = Q + s^2 I``, ``alpha = A^-1 t`` and ``P = K_uu^-1 K_uf``, the bound's
     derivative in ``Q`` is ``G = (alpha alpha^T - A^-1) / 2 + I / (2 * s^2)`` (GPML eq. 5.9
@@ -71,35 +82,64 @@ def vfe_bound_and_grad(theta: np.ndarray, Xc: np.ndarray, t: np.ndarray, Zc: np.
     (I - B^-1)``, and ``P G P^T = (P alpha)(P alpha)^T / 2 + R (B - I) L_uu^-1 / 2``: three
     O(N M^2) products in all. The SE-ARD kernel's derivatives then give the length scales'
     and the signal's terms."""
-    n, d = Xc.shape
-    ls, sf, sn = np.exp(theta[:d]), float(np.exp(theta[d])), float(np.exp(theta[d + 1]))
-    s2 = sn**2
-    Kuu, Kuf, Luu, V, LB = _factors(Xc, Zc, ls, sf, sn)
-    c = linalg.solve_triangular(LB, V @ t, lower=True, check_finite=False) / s2
-    sum_v2 = float(np.sum(V * V))
-    bound = (-0.5 * n * (LOG_2PI + np.log(s2)) - np.sum(np.log(np.diag(LB)))
-             - 0.5 * (t @ t) / s2 + 0.5 * (c @ c) - 0.5 * (n * sf**2 - sum_v2) / s2)
-    if not grad:
-        return bound
-    alpha = _alpha(t, V, LB, c, s2)
-    m = LB.shape[0]
-    Bi = linalg.cho_solve((LB, True), np.eye(m), check_finite=False)
-    # P V^T B^-1 = L_uu^-T V V^T B^-1 = s2 L_uu^-T (I - B^-1), as V V^T = s2 (B - I): O(M^3)
-    R = linalg.solve_triangular(Luu, np.eye(m) - Bi, lower=True, trans="T", check_finite=False)
-    Pa = linalg.solve_triangular(Luu, V @ alpha, lower=True, trans="T", check_finite=False)
-    g_uf = np.outer(Pa, alpha) + (R @ V) / s2
-    # P V^T B^-1 V P^T = s2^2 R (B - I) L_uu^-1, with B - I = L_B L_B^T - I: O(M^3)
-    RB = R @ (LB @ LB.T - np.eye(m))
-    g_uu = -0.5 * np.outer(Pa, Pa) \
-        - 0.5 * linalg.solve_triangular(Luu, RB.T, lower=True, trans="T", check_finite=False).T
-    W_uf = g_uf * Kuf
-    W_uu = g_uu * Kuu
-    g_ls = (weighted_sq_differences(W_uf.T, Xc / ls, Zc / ls)
-            + weighted_sq_differences(W_uu, Zc / ls, Zc / ls))
-    g_sf = 2.0 * (W_uf.sum() + W_uu.sum()) - n * sf**2 / s2
-    tr_Ainv = (n - m + np.trace(Bi)) / s2
-    g_s2 = 0.5 * (alpha @ alpha - tr_Ainv) + 0.5 * (n * sf**2 - sum_v2) / s2**2
-    return bound, np.concatenate([g_ls, [g_sf, 2.0 * s2 * g_s2]])
+
+    def __init__(self, Xc: np.ndarray, t: np.ndarray, Zc: np.ndarray,
+                 learn_inducing: bool = False) -> None:
+        self.Xc, self.t, self.Zc, self.learn_inducing = Xc, t, Zc, learn_inducing
+        self._work = None
+
+    def __call__(self, theta: np.ndarray, grad: bool = True):
+        Xc, t = self.Xc, self.t
+        n, d = Xc.shape
+        m = self.Zc.shape[0]
+        Zc = theta[d + 2:].reshape(m, d) if self.learn_inducing else self.Zc
+        ls, sf, sn = np.exp(theta[:d]), float(np.exp(theta[d])), float(np.exp(theta[d + 1]))
+        s2 = sn**2
+        if self._work is None:
+            self._work = tuple(np.empty((m, n), order="F") for _ in range(3))
+        Kuu, Kuf, Luu, V, B, LB = _factors(Xc, Zc, ls, sf, sn, self._work[:2])
+        c = linalg.solve_triangular(LB, V @ t, lower=True, check_finite=False) / s2
+        sum_v2 = float(np.einsum("ij,ij->", V, V))
+        bound = (-0.5 * n * (LOG_2PI + np.log(s2)) - np.sum(np.log(np.diag(LB)))
+                 - 0.5 * (t @ t) / s2 + 0.5 * (c @ c) - 0.5 * (n * sf**2 - sum_v2) / s2)
+        if not grad:
+            return bound
+        alpha = _alpha(t, V, LB, c, s2)
+        Bi = cholesky_inverse(LB)
+        # P V^T B^-1 = L_uu^-T V V^T B^-1 = s2 L_uu^-T (I - B^-1), as V V^T = s2 (B - I): O(M^3)
+        R = linalg.solve_triangular(Luu, np.eye(m) - Bi, lower=True, trans="T",
+                                    check_finite=False)
+        R /= s2
+        Pa = linalg.solve_triangular(Luu, V @ alpha, lower=True, trans="T", check_finite=False)
+        W_uf = np.matmul(R, V, out=self._work[2])
+        W_uf += np.outer(Pa, alpha)
+        W_uf *= Kuf
+        # P V^T B^-1 V P^T / s2^2 = L_uu^-T (I - B^-1) (B - I) L_uu^-1, and (I - B^-1) (B - I)
+        # = B - 2 I + B^-1: two O(M^3) solves
+        H = B + Bi
+        H[np.diag_indices_from(H)] -= 2.0
+        H = linalg.solve_triangular(Luu, H, lower=True, trans="T", check_finite=False)
+        g_uu = -0.5 * np.outer(Pa, Pa) \
+            - 0.5 * linalg.solve_triangular(Luu, H.T, lower=True, trans="T",
+                                            check_finite=False).T
+        W_uu = g_uu * Kuu
+        g_ls = (weighted_sq_differences(W_uf.T, Xc / ls, Zc / ls)
+                + weighted_sq_differences(W_uu, Zc / ls, Zc / ls))
+        g_sf = 2.0 * (W_uf.sum() + W_uu.sum()) - n * sf**2 / s2
+        tr_Ainv = (n - m + np.trace(Bi)) / s2
+        g_s2 = 0.5 * (alpha @ alpha - tr_Ainv) + 0.5 * (n * sf**2 - sum_v2) / s2**2
+        g = [g_ls, [g_sf, 2.0 * s2 * g_s2]]
+        if self.learn_inducing:  # dK_mn / dz_md = K_mn (x_nd - z_md) / l_d^2
+            g_Z = (W_uf @ Xc - Zc * W_uf.sum(axis=1)[:, None]
+                   + 2.0 * (W_uu @ Zc - Zc * W_uu.sum(axis=1)[:, None])) / ls**2
+            g.append(g_Z.ravel())
+        return bound, np.concatenate(g)
+
+
+def vfe_bound_and_grad(theta: np.ndarray, Xc: np.ndarray, t: np.ndarray, Zc: np.ndarray,
+                       grad: bool = True):
+    """:class:`VFEBound` at one ``theta``."""
+    return VFEBound(Xc, t, Zc)(theta, grad)
 
 
 class VFEPosterior:
@@ -115,7 +155,7 @@ class VFEPosterior:
         self.Zc = Z - self.shift
         self.ls, self.sf, self.sn = np.asarray(length_scale, float), float(signal_sd), \
             float(noise_sd)
-        _, _, self.Luu, V, self.LB = _factors(X - self.shift, self.Zc, self.ls, self.sf,
+        _, _, self.Luu, V, _, self.LB = _factors(X - self.shift, self.Zc, self.ls, self.sf,
                                               self.sn)
         self.c = linalg.solve_triangular(self.LB, V @ t, lower=True, check_finite=False) \
             / self.sn**2

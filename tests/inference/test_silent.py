@@ -1,4 +1,4 @@
-"""Nothing long is silent (issue 46): a GP classifier's type-II ML, a likelihood's learned
+"""Nothing long is silent (issue 46): a GP's type-II ML, a likelihood's learned
 parameters, leave-one-out refits and NUTS of a non-Gaussian family say up front what they
 expect to take, in a subprocess whose output goes to a pipe (no terminal, CI set: no bar,
 only the log). The thresholds are set to zero in the subprocess so that small problems count
@@ -39,6 +39,24 @@ def test_gp_classification_estimates_its_type2_ml_up_front():
     # 40 evaluations and one per free hyperparameter (2 length scales, the signal sd)
     assert re.search(r"type-II ML of GPClassification, N=60, 3 classes: the first evaluation "
                      r"took \d+\.\d s; typically 43 evaluations: expect roughly \d+ s", err), err
+
+
+def test_gp_regression_estimates_its_type2_ml_up_front_exact_and_with_learned_inducing():
+    err = run("""
+        from sparsebayes.models import GPRegression
+        rng = np.random.default_rng(0)
+        X = rng.normal(size=(80, 2))
+        t = np.sin(X[:, 0]) + 0.1 * rng.normal(size=80)
+        fit(GPRegression(X, t), "evidence", seed=0, restarts=2)
+        fit(GPRegression(X, t, inducing=10, learn_inducing=True), "evidence", seed=0,
+            restarts=1)
+    """)
+    # 40 evaluations and one per free hyperparameter (2 length scales, signal and noise sd),
+    # per start; with learned inducing inputs the stalled run's typical count
+    assert re.search(r"type-II ML of GPRegression, N=80: the first evaluation took "
+                     r"\d+\.\d s; typically 88 evaluations: expect roughly \d+ s", err), err
+    assert re.search(r"type-II ML of GPRegression, N=80: the first evaluation took "
+                     r"\d+\.\d s; typically 70 evaluations", err), err
 
 
 def test_loo_refits_estimate_their_time_after_the_first():
