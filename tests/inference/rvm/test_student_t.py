@@ -99,7 +99,10 @@ def test_warm_started_search_reaches_the_cold_searchs_evidence(sinc100):
     x0 = np.log([lik.params["sigma"], lik.params["nu"]])
     cold = optimize.minimize(minus_cold_evidence, x0, method="Nelder-Mead", bounds=bounds,
                              options={"xatol": 1e-3, "fatol": 1e-5})
-    assert post.attrs["log_evidence"] >= -cold.fun - 1e-3
+    # the cold profile is jagged at the 1e-3 level, and which of its teeth a search ends on
+    # moves with the machine's floating point (4.33907 and 4.33788 on two machines, the
+    # cold search 4.33919 on both); warm solves alone, what this guards against, end at 3.79
+    assert post.attrs["log_evidence"] >= -cold.fun - 1e-2
 
 
 def test_a_very_large_dof_is_the_gaussian_rvm():
