@@ -261,8 +261,6 @@ def _stall(problem: GPClassification, n_free: int) -> tuple[int, float] | None:
     return STALL, STALL_GAIN * n_free
 
 
-
-
 def type2_ml(problem: GPClassification, lml_and_grad, restarts: int, max_iter: int,
              rng: np.random.Generator):
     """Type-II ML over the free log hyperparameters (``_layout``) by

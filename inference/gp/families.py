@@ -58,15 +58,14 @@ def _problem(cls):
         ds = post["posterior"]
         fixed = {k: flat_draws(post, k)[0]
                  for k in post.attrs.get("fixed", "").split() if k in ds}
+        options = {k: v if v.ndim else float(v) for k, v in fixed.items()}
         data = post["constant_data"]
         if "Z_start" in data:
-            fixed["inducing"], fixed["learn_inducing"] = data["Z_start"].values, True
+            options.update(inducing=data["Z_start"].values, learn_inducing=True)
         elif "Z" in data:
-            fixed["inducing"] = data["Z"].values
-        return cls(post["constant_data"]["X"].values[rows],
-                   post["observed_data"]["t"].values[rows],
-                   **{k: v if np.ndim(v) or isinstance(v, bool) else float(v)
-                      for k, v in fixed.items()})
+            options["inducing"] = data["Z"].values
+        return cls(data["X"].values[rows], post["observed_data"]["t"].values[rows],
+                   **options)
     return training_problem
 
 

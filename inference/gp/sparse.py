@@ -39,22 +39,24 @@ class Factors(NamedTuple):
     LB: np.ndarray
 
 
+def _work_arrays(m: int, n: int, k: int) -> tuple[np.ndarray, ...]:
+    """``k`` Fortran-ordered (M, N) arrays, for :func:`_factors` and a gradient."""
+    return tuple(np.empty((m, n), order="F") for _ in range(k))
+
+
 def _factors(Xc, Zc, ls, sf, sn, work: tuple[np.ndarray, np.ndarray] | None = None
              ) -> Factors:
     """The :class:`Factors` at these hyperparameters; ``K_uf`` and ``V`` are built in
-    ``work``, two Fortran-ordered (M, N) arrays, when given (the triangular solve then runs
-    in place, and no call pays for touching fresh memory)."""
+    ``work``, two arrays of :func:`_work_arrays` (fresh ones when not given): the triangular
+    solve runs in place, and a caller that reuses them pays once for touching new memory."""
     Kuu = se_ard_covariance(Zc, None, ls, sf)
     Kuu[np.diag_indices_from(Kuu)] += JITTER * sf**2
-    Kuf, V = work if work is not None else (None, None)
+    Kuf, V = work if work is not None else _work_arrays(Zc.shape[0], Xc.shape[0], 2)
     # k(x_n, z_m) in an (N, M) C-ordered array is K_uf in Fortran order
-    Kuf = GaussianKernel(np.sqrt(2.0) * ls)(Xc, Zc, out=None if Kuf is None else Kuf.T).T
+    GaussianKernel(np.sqrt(2.0) * ls)(Xc, Zc, out=Kuf.T)
     Kuf *= sf**2
     Luu = linalg.cholesky(Kuu, lower=True, check_finite=False)
-    if V is None:
-        V = Kuf.copy(order="F")
-    else:
-        np.copyto(V, Kuf)
+    np.copyto(V, Kuf)
     V = linalg.solve_triangular(Luu, V, lower=True, overwrite_b=True, check_finite=False)
     B = V @ V.T
     B /= sn**2
@@ -73,7 +75,7 @@ def _alpha(t, V, LB, c, s2: float) -> np.ndarray:
 class VFEBound:
     """Titsias's bound (eq. 9) and its gradient as a function of ``theta = (ln length_scale,
     ln signal_sd, ln noise_sd)``, for inputs ``Xc`` and inducing inputs ``Zc`` shifted alike.
-    Its three (M, N) work arrays are allocated at the first call and reused.
+    Its three (M, N) work arrays are allocated once and reused by every call.
 
     With ``A = Q + s^2 I``, ``alpha = A^-1 t`` and ``P = K_uu^-1 K_uf``, the bound's
     derivative in ``Q`` is ``G = (alpha alpha^T - A^-1) / 2 + I / (2 * s^2)`` (GPML eq. 5.9
@@ -86,7 +88,7 @@ class VFEBound:
     def __init__(self, Xc: np.ndarray, t: np.ndarray, Zc: np.ndarray,
                  learn_inducing: bool = False) -> None:
         self.Xc, self.t, self.Zc, self.learn_inducing = Xc, t, Zc, learn_inducing
-        self._work = None
+        self._work = _work_arrays(Zc.shape[0], Xc.shape[0], 3)
 
     def __call__(self, theta: np.ndarray, grad: bool = True):
         Xc, t = self.Xc, self.t
@@ -95,8 +97,6 @@ class VFEBound:
         Zc = theta[d + 2:].reshape(m, d) if self.learn_inducing else self.Zc
         ls, sf, sn = np.exp(theta[:d]), float(np.exp(theta[d])), float(np.exp(theta[d + 1]))
         s2 = sn**2
-        if self._work is None:
-            self._work = tuple(np.empty((m, n), order="F") for _ in range(3))
         Kuu, Kuf, Luu, V, B, LB = _factors(Xc, Zc, ls, sf, sn, self._work[:2])
         c = linalg.solve_triangular(LB, V @ t, lower=True, check_finite=False) / s2
         sum_v2 = float(np.einsum("ij,ij->", V, V))
