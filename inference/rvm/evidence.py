@@ -45,7 +45,7 @@ from ..results import (
     pointwise_budget_ok,
     prior_from_posterior,
 )
-from .mackay import mackay_update
+from .mackay import reestimate
 from .sequential import (
     ALIGNMENT_MAX,
     ALIGNMENT_SKIP,
@@ -853,21 +853,54 @@ class EvidenceRefits:
         return pred.logpdf(self.t[out]), bool(fitted.converged)
 
 
+class _GaussianPosterior:
+    """The weight posterior of the Gaussian likelihood for :func:`~.mackay.reestimate`: T01
+    eqs. (12)-(13) and the log evidence (eq. 7) in closed form, on the columns ``active``
+    scaled to unit norm (``d`` their norms), the noise re-estimated by eq. (46) when
+    ``estimate_noise``."""
+
+    def __init__(self, data, active, d, beta, prior, estimate_noise, beta_max) -> None:
+        self.data, self.active, self.d, self.beta = data, active, d, beta
+        self.Phit = data.Phit / d
+        self.prior, self.estimate_noise, self.beta_max = prior, estimate_noise, beta_max
+        self.rss = np.nan
+
+    def factors(self, alpha):
+        da = self.d[self.active]
+        return da, gram_weight_posterior(self.data.gram(self.active) / np.outer(da, da),
+                                         self.Phit[self.active], alpha, self.beta)
+
+    def at(self, alpha):
+        da, (mu, Sigma, L) = self.factors(alpha)
+        self.rss = self.data.rss(self.active, mu / da)
+        return mu, np.diag(Sigma), evidence_from_factor(self.data.n, self.beta, alpha, L,
+                                                        self.rss, mu)
+
+    def reestimate(self, gamma) -> float:
+        if not self.estimate_noise:
+            return 0.0
+        beta = _noise_update(self.data.n, self.rss, gamma, self.prior, self.beta_max)
+        change, self.beta = abs(np.log(beta / self.beta)), beta
+        return change
+
+    def keep(self, keep) -> None:
+        self.active = self.active[keep]
+
+
 def _run_mackay(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm=None,
                 prune_alpha=1e12):
-    """Tipping (2001) re-estimation: alpha by (44) (= (16) for a = b = 0), noise by (46)
-    (= (18)); a basis is pruned when its alpha exceeds ``prune_alpha`` (App. B.1), and when
-    every one is, the model is empty (``t ~ N(0, 1/beta I)``, pure noise). Starts like
-    scikit-learn's ARDRegression: alpha = 1, beta = 1 / var(t). The iteration runs on the
-    columns scaled to unit norm (``alpha_i`` becomes ``alpha_i / ||phi_i||^2``): eqs.
-    (12)-(18) and the evidence are invariant to the scaling, which keeps ``beta Phi^T Phi +
-    A`` as well conditioned as the columns' angles allow (a cubic polynomial kernel on inputs
-    near 100 has column norms ~1e13), and no starting alpha is below ``START_CONDITION *
-    beta`` in those units (the first ``beta Phi^T Phi + A`` has a condition number below
-    ~M / START_CONDITION)."""
-    N, M = data.n, data.Phit.size
+    """Tipping (2001) re-estimation (:func:`~.mackay.reestimate`): alpha by (44) (= (16) for
+    a = b = 0), noise by (46) (= (18)); a basis is pruned when its alpha exceeds
+    ``prune_alpha`` (App. B.1), and when every one is, the model is empty (``t ~ N(0, 1/beta
+    I)``, pure noise). Starts like scikit-learn's ARDRegression: alpha = 1, beta = 1 /
+    var(t). The iteration runs on the columns scaled to unit norm (``alpha_i`` becomes
+    ``alpha_i / ||phi_i||^2``): eqs. (12)-(18) and the evidence are invariant to the scaling,
+    which keeps ``beta Phi^T Phi + A`` as well conditioned as the columns' angles allow (a
+    cubic polynomial kernel on inputs near 100 has column norms ~1e13), and no starting
+    alpha is below ``START_CONDITION * beta`` in those units (the first ``beta Phi^T Phi +
+    A`` has a condition number below ~M / START_CONDITION)."""
+    M = data.Phit.size
     d = np.sqrt(np.maximum(data.column_sq_norms(), 1e-300))
-    Phit = data.Phit / d
     if warm is None:
         if estimate_noise:
             beta = 1.0 / data.var_t
@@ -875,32 +908,14 @@ def _run_mackay(data, prior, beta, estimate_noise, beta_max, max_iter, tol, warm
     else:
         active = np.asarray(warm[0])
         alpha = np.asarray(warm[1], dtype=float) / d[active] ** 2
-    trace = []
-    converged = False
-    it = 0
-    for it in range(1, max_iter + 1):  # noqa: B007 (it is returned)
-        da = d[active]
-        mu, Sigma, L = gram_weight_posterior(data.gram(active) / np.outer(da, da),
-                                             Phit[active], alpha, beta)
-        rss = data.rss(active, mu / da)
-        trace.append(evidence_from_factor(N, beta, alpha, L, rss, mu))
-        gamma = 1.0 - alpha * np.diag(Sigma)
-        alpha_new, keep, change = mackay_update(alpha, gamma, mu**2, prior.a, prior.b * da**2,
-                                                prune_at=prune_alpha, scale=da**2)  # (44)
-        beta_new = beta
-        if estimate_noise:
-            beta_new = _noise_update(N, rss, gamma, prior, beta_max)  # (46)
-        change = max(change, abs(np.log(beta_new / beta)))
-        pruned = not keep.all()
-        active, alpha, beta = active[keep], alpha_new[keep], beta_new
-        if change < tol and not pruned:
-            converged = True
-            break
+    posterior = _GaussianPosterior(data, active, d, beta, prior, estimate_noise, beta_max)
     da = d[active]
-    mu, Sigma, _ = gram_weight_posterior(data.gram(active) / np.outer(da, da), Phit[active],
-                                         alpha, beta)
-    return _Run(active, alpha * da**2, beta, mu / da, Sigma / np.outer(da, da), trace,
-                converged, it)
+    res = reestimate(posterior, alpha, a=prior.a,
+                     b=np.broadcast_to(prior.b, (M,))[active] * da**2, prune_at=prune_alpha,
+                     scale=da**2, max_iter=max_iter, tol=tol)
+    da, (mu, Sigma, _) = posterior.factors(res.alpha)
+    return _Run(posterior.active, res.alpha * da**2, posterior.beta, mu / da,
+                Sigma / np.outer(da, da), res.trace, res.converged, res.n_iter)
 
 
 def _to_datatree(problem, sol: _Solution, *, method: str, seed, draws: int, chains: int,

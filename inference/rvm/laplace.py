@@ -56,7 +56,7 @@ from ..predictive.regression import design
 from ..progress import Evaluations, describe
 from ..results import basis_from_posterior, classification_datatree, prior_from_posterior
 from . import compiled
-from .mackay import mackay_update
+from .mackay import reestimate
 from .sequential import (
     BlockProducts,
     DenseProducts,
@@ -490,17 +490,43 @@ def _run_fast(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, warm=None, P
                 int(np.sum(alpha <= alpha_min * (1 + 1e-9))), notes)
 
 
+class _LaplacePosterior:
+    """The Laplace approximation at the mode (T01 eqs. 24-26) for
+    :func:`~.mackay.reestimate`, over the pairs (``cols``, ``cls``) in the model, each mode
+    search started at the last one's weights ``theta``."""
+
+    def __init__(self, Phi, lik, cols, cls, theta, rows) -> None:
+        self.Phi, self.lik, self.rows = Phi, lik, rows
+        self.cols, self.cls, self.theta = cols, cls, theta
+
+    def mode(self, alpha, gtol: float = 1e-10) -> Laplace:
+        return _mode(_rows_of(self.Phi, self.cols, self.rows), self.cls, self.lik, alpha,
+                     self.theta, gtol=gtol)
+
+    def at(self, alpha):
+        lap = self.mode(alpha)
+        self.theta = lap.theta
+        return lap.theta, np.diag(lap.Sigma), lap.log_evidence
+
+    def reestimate(self, gamma) -> float:
+        return 0.0  # its own parameters, if any, are the profile search's (learned_likelihood)
+
+    def keep(self, keep) -> None:
+        self.cols, self.cls, self.theta = self.cols[keep], self.cls[keep], self.theta[keep]
+
+
 def _run_mackay(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, shared,
                 warm=None, alpha0: float = 1.0, rows=None, scale=None) -> ClassFit:
-    """Tipping (2001) §3: IRLS mode, then ``alpha_i = (gamma_i + 2a) / (w_i^2 + 2b)`` (T01 eq. 16
-    / 44) with ``gamma_i = 1 - alpha_i Sigma_ii`` (T01 eq. 17); with ``shared`` one alpha per
-    basis column over its K class weights, ``(sum_k gamma + 2a) / (sum_k w^2 + 2b)``.
-    Weights whose alpha exceeds 1e12 are pruned (App. B.1). ``warm``: start from the model
-    (cols, cls, alpha, weights); ``rows``: fit those rows of ``Phi`` only (``lik`` holds
-    their targets); ``scale`` (M,): the factor taking the alpha of each column to the units
-    of unit-norm columns over those rows, where the pruning threshold and the floor
-    ``alpha_min`` hold (default 1: ``Phi`` has unit-norm columns over them)."""
-    N, M = Phi.shape
+    """Tipping (2001) §3 (:func:`~.mackay.reestimate`): IRLS mode, then ``alpha_i = (gamma_i +
+    2a) / (w_i^2 + 2b)`` (T01 eq. 16 / 44) with ``gamma_i = 1 - alpha_i Sigma_ii`` (T01 eq.
+    17); with ``shared`` one alpha per basis column over its K class weights, ``(sum_k gamma
+    + 2a) / (sum_k w^2 + 2b)``. Weights whose alpha exceeds 1e12 are pruned (App. B.1).
+    ``warm``: start from the model (cols, cls, alpha, weights); ``rows``: fit those rows of
+    ``Phi`` only (``lik`` holds their targets); ``scale`` (M,): the factor taking the alpha of
+    each column to the units of unit-norm columns over those rows, where the pruning
+    threshold and the floor ``alpha_min`` hold (default 1: ``Phi`` has unit-norm columns over
+    them)."""
+    M = Phi.shape[1]
     K = lik.n_out
     if warm is None:
         cols = np.tile(np.arange(M), K)
@@ -510,36 +536,20 @@ def _run_mackay(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, shared,
     else:
         cols, cls, alpha, theta = (np.asarray(v) for v in warm)
         alpha = alpha.astype(float)
-    b_prior = np.broadcast_to(prior_b, (M,))
-    trace: list[float] = []
-    converged = False
-    it = 0
-    lap = None
-    for it in range(1, max_iter + 1):  # noqa: B007 (returned)
-        lap = _mode(_rows_of(Phi, cols, rows), cls, lik, alpha, theta)
-        trace.append(lap.log_evidence)
-        theta = lap.theta
-        Sigma_diag = np.diag(lap.Sigma)
-        gamma = 1.0 - alpha * Sigma_diag
-        w2 = theta**2
-        if shared and K > 1:  # one alpha per column: its pairs' gamma and w^2 summed
-            gamma = np.bincount(cols, weights=gamma, minlength=M)[cols]
-            w2 = np.bincount(cols, weights=w2, minlength=M)[cols]
-        # none kept: the empty model, every logit 0
-        sc = 1.0 if scale is None else scale[cols]
-        new, keep, change = mackay_update(alpha, gamma, w2, prior_a, b_prior[cols],
-                                          prune_at=PRUNE_ALPHA, floor=alpha_min / sc, scale=sc)
-        pruned = not keep.all()
-        cols, cls, alpha, theta = cols[keep], cls[keep], new[keep], theta[keep]
-        if change < tol and not pruned:
-            converged = True
-            break
-    lap = _mode(_rows_of(Phi, cols, rows), cls, lik, alpha, theta, gtol=1e-12)
-    lap.cols = cols
-    trace.append(lap.log_evidence)
-    sc = 1.0 if scale is None else scale[cols]
-    return ClassFit(cols, cls, alpha, lap, trace, converged, it,
-                int(np.sum(alpha * sc <= alpha_min * (1 + 1e-9))))
+    pool = None
+    if shared and K > 1:  # one alpha per column: its pairs' gamma and w^2 summed
+        def pool(index, v):
+            return np.bincount(cols[index], weights=v, minlength=M)[cols[index]]
+    posterior = _LaplacePosterior(Phi, lik, cols, cls, theta, rows)
+    res = reestimate(posterior, alpha, a=prior_a, b=np.broadcast_to(prior_b, (M,))[cols],
+                     prune_at=PRUNE_ALPHA, scale=np.ones(cols.size) if scale is None
+                     else scale[cols], floor=alpha_min, pool=pool, max_iter=max_iter,
+                     tol=tol)  # none kept: the empty model, every logit 0
+    lap = posterior.mode(res.alpha, gtol=1e-12)
+    lap.cols = posterior.cols
+    sc = 1.0 if scale is None else scale[posterior.cols]
+    return ClassFit(posterior.cols, posterior.cls, res.alpha, lap, res.trace, res.converged,
+                    res.n_iter, int(np.sum(res.alpha * sc <= alpha_min * (1 + 1e-9))))
 
 
 # --------------------------------------------------------------------------------------------
