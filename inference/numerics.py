@@ -190,6 +190,19 @@ def check_positive_int(name: str, value, allow_zero: bool = False) -> int:
     return int(value)
 
 
+def check_iterations(max_iter, tol, alpha_min=None, *, tol_optional: bool = False) -> None:
+    """``ValueError`` naming the option for an iterative fit's bad ``max_iter`` (a positive
+    integer), ``tol`` (> 0; None too where ``tol_optional``) or ``alpha_min`` (a number in
+    [0, 1); not checked when None)."""
+    check_positive_int("max_iter", max_iter)
+    number = (int, float, np.integer, np.floating)
+    if not (tol is None and tol_optional) and not (
+            isinstance(tol, number) and not isinstance(tol, bool) and tol > 0):
+        raise ValueError(f"tol must be > 0{' or None' if tol_optional else ''}, got {tol!r}")
+    if alpha_min is not None and not (np.isscalar(alpha_min) and 0 <= alpha_min < 1):
+        raise ValueError(f"alpha_min must be a number in [0, 1), got {alpha_min!r}")
+
+
 def unknown_names(what: str, names, valid, where: str) -> str:
     """The message for names that are not among ``valid``, with the closest valid name of
     each (difflib): "unknown option 'draw' for rvm/nuts; did you mean 'draws'? (valid: ...)"."""

@@ -28,7 +28,7 @@ from sparsebayes.models.likelihoods import LatentLikelihood, Poisson
 from sparsebayes.models.problems import LatentRVM, check_counts
 
 from ..family import Family
-from ..numerics import one_blas_thread
+from ..numerics import check_iterations, one_blas_thread
 from ..predictive.classification import laplace_cavity, logit_moments
 from ..predictive.regression import design, draw_index
 from ..results import basis_from_posterior, flat_draws, prior_from_posterior
@@ -52,7 +52,7 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, alph
     if not isinstance(problem, LatentRVM):
         raise TypeError(f"{method!r} here is for an RVM with a latent likelihood "
                         f"(RVMPoissonRegression, ...), got {type(problem).__name__}")
-    laplace.check_options(max_iter, tol, alpha_min)
+    check_iterations(max_iter, tol, alpha_min)
     post = laplace.fit_laplace(problem, problem.likelihood(), algorithm, method, seed=seed,
                                max_iter=max_iter, tol=tol, draws=draws, chains=chains,
                                alpha_min=alpha_min)

@@ -28,6 +28,7 @@ from sparsebayes.models.basis import Basis
 
 from ..contract import options_from_attrs
 from ..numerics import (
+    check_iterations,
     evidence_from_factor,
     gaussian_draws,
     gram_log_evidence,
@@ -436,6 +437,33 @@ def _joint_objective(p, basis, X, t, cols, n_width: int, beta_fixed: float | Non
     return -value, -np.concatenate(grad)
 
 
+def _joint_width_step(basis: Basis, X, t, active, alpha, beta: float, learn_noise: bool,
+                      log_bounds, beta_max: float) -> tuple[Basis, np.ndarray, float, float]:
+    """One L-BFGS-B step of :func:`_joint_objective` from the round's optimum: the log widths
+    within ``log_bounds``, the log alpha of the bases ``active`` within
+    ``WIDTH_STEP_LOG_BOX`` of their values and, with ``learn_noise``, the log noise
+    precision up to ``ln beta_max`` (else ``beta`` is held); at most ``WIDTH_STEP_MAX_ITER``
+    iterations (``WIDTH_STEP_MAX_ITER_TALL`` with 4x more rows than candidate columns: each
+    evaluation is a pass over the rows). Returns the basis at the new widths, alpha, beta
+    and the log evidence there."""
+    log_width = np.log(np.atleast_1d(np.asarray(basis.kernel.width, float)))
+    n_width, log_alpha = log_width.size, np.log(alpha)
+    res = optimize.minimize(
+        _joint_objective,
+        np.concatenate([log_width, log_alpha, [np.log(beta)] if learn_noise else []]),
+        jac=True, method="L-BFGS-B",
+        args=(basis, X, t, active, n_width, None if learn_noise else beta),
+        bounds=(list(log_bounds) + [(v - WIDTH_STEP_LOG_BOX, v + WIDTH_STEP_LOG_BOX)
+                                    for v in log_alpha]
+                + ([(None, np.log(beta_max))] if learn_noise else [])),
+        options={"maxiter": WIDTH_STEP_MAX_ITER_TALL if X.shape[0] > 4 * basis.n_columns
+                 else WIDTH_STEP_MAX_ITER, "ftol": 1e-15, "gtol": 1e-9})
+    alpha = np.exp(res.x[n_width:n_width + active.size])
+    if learn_noise:
+        beta = min(float(np.exp(res.x[-1])), beta_max)
+    return with_log_width(basis, res.x[:n_width]), alpha, beta, -float(res.fun)
+
+
 def widths_on_bounds(width, log_bounds) -> tuple[int, int]:
     """How many widths lie on the lower and on the upper of their ``log_bounds`` (within
     1e-6 relative)."""
@@ -721,36 +749,21 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
         else:
             fitted = _run_mackay(data, prior, beta, estimate_noise, beta_max, max_iter, tol,
                                  warm)
-        active, alpha, beta, mu, Sigma = (fitted.active, fitted.alpha, fitted.beta, fitted.mu,
-                                          fitted.Sigma)
-        tr, converged, n_iter = fitted.trace, fitted.converged, fitted.n_iter
         del data
-        trace += tr
-        total_iter += n_iter
+        active, alpha, beta = fitted.active, fitted.alpha, fitted.beta
+        trace += fitted.trace
+        total_iter += fitted.n_iter
         if not width_rounds:
             break
-        gain, last = tr[-1] - last, tr[-1]
-        if gain < max(WIDTH_ROUND_GAIN, WIDTH_ROUND_RTOL * abs(last)) and converged:
+        gain, last = fitted.trace[-1] - last, fitted.trace[-1]
+        if gain < max(WIDTH_ROUND_GAIN, WIDTH_ROUND_RTOL * abs(last)) and fitted.converged:
             width_converged = True
             break
         if rounds == max_rounds:
             break
-        x0 = np.log(np.atleast_1d(np.asarray(basis.kernel.width, float)))
-        nw, la = x0.size, np.log(alpha)
-        p0 = np.concatenate([x0, la, [np.log(beta)] if estimate_noise else []])
-        res = optimize.minimize(
-            _joint_objective, p0, jac=True, method="L-BFGS-B",
-            args=(basis, X, t, active, nw, None if estimate_noise else beta),
-            bounds=(list(log_bounds) + [(v - WIDTH_STEP_LOG_BOX, v + WIDTH_STEP_LOG_BOX)
-                                        for v in la]
-                    + ([(None, np.log(beta_max))] if estimate_noise else [])),
-            options={"maxiter": WIDTH_STEP_MAX_ITER_TALL if X.shape[0] > 4 * basis.n_columns
-                     else WIDTH_STEP_MAX_ITER, "ftol": 1e-15, "gtol": 1e-9})
-        alpha = np.exp(res.x[nw:nw + active.size])
-        if estimate_noise:
-            beta = min(float(np.exp(res.x[-1])), beta_max)
-        basis = with_log_width(basis, res.x[:nw])
-        trace.append(-float(res.fun))
+        basis, alpha, beta, step_evidence = _joint_width_step(
+            basis, X, t, active, alpha, beta, estimate_noise, log_bounds, beta_max)
+        trace.append(step_evidence)
         warm = (active, alpha, beta)
     if not width_converged and gain > WIDTH_ROUND_WARN:
         notes.append(f"the kernel widths were still moving after max_rounds={max_rounds} "
@@ -767,7 +780,7 @@ def _solve(problem, *, algorithm: str, max_iter: int, tol: float,
         stats = gram_statistics(basis, X, t, columns=active)
         mu, Sigma, _ = gram_weight_posterior(stats.G, stats.Phit, alpha, beta)
         logev = gram_log_evidence(stats.G, stats.Phit, stats.tt, stats.n, alpha, beta)
-    return _Solution(basis, active, alpha, beta, mu, Sigma, logev, trace, converged,
+    return _Solution(basis, active, alpha, beta, mu, Sigma, logev, trace, fitted.converged,
                      total_iter, notes, var_t, search_runs, rounds if width_rounds else 0,
                      on_bounds, route)
 
@@ -1000,10 +1013,7 @@ def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, widt
          local_search=False, widths_from_gp=None):
     if not isinstance(problem, RVMRegression):
         raise TypeError(f"{method!r} here is for RVMRegression, got {type(problem).__name__}")
-    if not isinstance(max_iter, int | np.integer) or max_iter <= 0:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-    if not tol > 0:
-        raise ValueError(f"tol must be > 0, got {tol!r}")
+    check_iterations(max_iter, tol)
     check_width_bounds(width_bounds)
     if problem.learn_width and not isinstance(problem.X, np.ndarray):
         raise ValueError("learn_width=True needs NumPy inputs (its gradient takes a second "

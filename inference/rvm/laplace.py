@@ -50,7 +50,14 @@ from sparsebayes.models.likelihoods import (
 )
 
 from ..contract import options_from_attrs
-from ..numerics import check_rows_out, cholesky, cholesky_inverse, one_blas_thread, warn_user
+from ..numerics import (
+    check_iterations,
+    check_rows_out,
+    cholesky,
+    cholesky_inverse,
+    one_blas_thread,
+    warn_user,
+)
 from ..predictive.classification import cavity_logpdf, moderated_from_moments, pair_logit_moments
 from ..predictive.regression import design
 from ..progress import Evaluations, describe
@@ -74,7 +81,6 @@ __all__ = [
     "fit_fast",
     "fit_mackay",
     "fit_laplace",
-    "check_options",
     "posterior_pairs",
     "LaplaceRefits",
     "laplace_cavity_logpdf",
@@ -733,23 +739,12 @@ def warn_fit(notes, at_floor: int, alpha_min: float, converged: bool, method: st
                   "result is the last iterate (converged=False)", ConvergenceWarning)
 
 
-def check_options(max_iter, tol, alpha_min) -> None:
-    """``ValueError`` naming the option for a bad ``max_iter``, ``tol`` or ``alpha_min`` of
-    a Laplace type-II ML fit."""
-    if not isinstance(max_iter, int | np.integer) or max_iter <= 0:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-    if not tol > 0:
-        raise ValueError(f"tol must be > 0, got {tol!r}")
-    if not (np.isscalar(alpha_min) and 0 <= alpha_min < 1):
-        raise ValueError(f"alpha_min must be a number in [0, 1), got {alpha_min!r}")
-
-
 def _fit(problem, algorithm, method, *, seed, max_iter, tol, draws, chains, likelihood,
          alpha, alpha_min):
     if not isinstance(problem, RVMClassification):
         raise TypeError(f"{method!r} here is for RVMClassification, got "
                         f"{type(problem).__name__}")
-    check_options(max_iter, tol, alpha_min)
+    check_iterations(max_iter, tol, alpha_min)
     if likelihood not in (None, "bernoulli", "softmax"):
         raise ValueError(f"likelihood must be None, 'bernoulli' or 'softmax', got {likelihood!r}")
     if alpha not in ("per-class", "shared"):
@@ -945,13 +940,8 @@ class LaplaceRefits:
             else max_iter
         tol = fitted.get("tol", 1e-3 if fast else 1e-6) if tol is None else tol
         alpha_min = fitted.get("alpha_min", ALPHA_MIN) if alpha_min is None else alpha_min
+        check_iterations(max_iter, tol, alpha_min)
         self.max_iter, self.tol = max_iter, tol
-        if not isinstance(self.max_iter, int | np.integer) or self.max_iter <= 0:
-            raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-        if not self.tol > 0:
-            raise ValueError(f"tol must be > 0, got {tol!r}")
-        if not (np.isscalar(alpha_min) and 0 <= alpha_min < 1):
-            raise ValueError(f"alpha_min must be a number in [0, 1), got {alpha_min!r}")
         self.alpha_min = float(alpha_min)
         self.basis, _ = basis_from_posterior(post)
         self.X = post["constant_data"]["X"].values

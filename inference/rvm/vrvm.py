@@ -19,6 +19,8 @@ from sparsebayes.models.priors import resolve_prior
 
 from ..numerics import (
     LOG_2PI,
+    check_iterations,
+    check_positive_int,
     check_rows_out,
     gaussian_draws,
     gram_weight_posterior,
@@ -281,11 +283,9 @@ def fit_vrvm(problem, *, seed: int | None = None, prior: GammaPrior | None = Non
     """
     if not isinstance(problem, RVMRegression):
         raise TypeError(f"vrvm is for RVMRegression, got {type(problem).__name__}")
-    for name, v in (("max_iter", max_iter), ("draws", draws), ("chains", chains)):
-        if not isinstance(v, int | np.integer) or v <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    if not tol > 0:
-        raise ValueError(f"tol must be > 0, got {tol!r}")
+    check_iterations(max_iter, tol)
+    for name, v in (("draws", draws), ("chains", chains)):
+        check_positive_int(name, v)
     prior = resolve_prior(problem, GammaPrior() if prior is None and problem.prior is None
                           else prior)  # Tipping's flat prior by default
     check_basis(problem)
@@ -388,10 +388,7 @@ class VRVMRefits:
                             "sparsebayes.inference.fit")
         max_iter = int(post.attrs.get("max_iter", 5000)) if max_iter is None else max_iter
         tol = float(post.attrs.get("tol", 1e-7)) if tol is None else tol
-        if not isinstance(max_iter, int | np.integer) or max_iter <= 0:
-            raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-        if not tol > 0:
-            raise ValueError(f"tol must be > 0, got {tol!r}")
+        check_iterations(max_iter, tol)
         self.max_iter, self.tol = int(max_iter), float(tol)
         self.prior = prior_from_posterior(post, GammaPrior())
         self.noise_sd = (float(post["posterior"]["noise_sd"].values.reshape(-1)[0])

@@ -42,6 +42,8 @@ from sparsebayes.models.priors import resolve_prior
 
 from ..numerics import (
     LOG_2PI,
+    check_iterations,
+    check_positive_int,
     check_rows_out,
     cholesky,
     cholesky_inverse,
@@ -522,13 +524,9 @@ def fit_vrvm_classification(problem, *, seed: int | None = None, prior: GammaPri
     """
     if not isinstance(problem, RVMClassification):
         raise TypeError(f"vrvm here is for RVMClassification, got {type(problem).__name__}")
-    for name, v in (("max_iter", max_iter), ("draws", draws), ("chains", chains)):
-        if not isinstance(v, int | np.integer) or v <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    if tol is not None and not tol > 0:
-        raise ValueError(f"tol must be > 0 or None, got {tol!r}")
-    if not (np.isscalar(alpha_min) and 0 <= alpha_min < 1):
-        raise ValueError(f"alpha_min must be a number in [0, 1), got {alpha_min!r}")
+    check_iterations(max_iter, tol, alpha_min, tol_optional=True)
+    for name, v in (("draws", draws), ("chains", chains)):
+        check_positive_int(name, v)
     if not (np.isscalar(relevance) and 0 < relevance < 1):
         raise ValueError(f"relevance must be a number in (0, 1), got {relevance!r}")
     if softmax_bound not in SOFTMAX_BOUNDS:
@@ -645,12 +643,7 @@ class VRVMClassificationRefits:
         if post.attrs.get("method") != "vrvm":
             raise ValueError(f"VRVMClassificationRefits refits 'vrvm' results, got "
                              f"{post.attrs.get('method')!r}")
-        if not isinstance(max_iter, int | np.integer) or max_iter <= 0:
-            raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-        if tol is not None and not tol > 0:
-            raise ValueError(f"tol must be > 0 or None, got {tol!r}")
-        if not (np.isscalar(alpha_min) and 0 <= alpha_min < 1):
-            raise ValueError(f"alpha_min must be a number in [0, 1), got {alpha_min!r}")
+        check_iterations(max_iter, tol, alpha_min, tol_optional=True)
         self.prior = prior_from_posterior(post, GammaPrior())
         self.flat = self.prior.a == 0 and self.prior.b == 0
         self.max_iter, self.alpha_min = int(max_iter), float(alpha_min)
