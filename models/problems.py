@@ -31,7 +31,10 @@ __all__ = ["RVMRegression", "RVMClassification", "RVMPoissonRegression", "Latent
            "RVMCountsRecord", "checked_counts_fields", "RVMRealRecord", "checked_real_fields"]
 
 
-TINY_SD = 1e-100  # targets varying less than this are refused (rescale them)
+# Targets varying less than this are refused (rescale them): the sequential algorithm squares
+# precisions up to BETA_MAX_FACTOR / var(t) = 1e6 / sd^2 times squared column norms up to N,
+# which overflow below sd ~ 1e-72 sqrt(N) (a ZeroDivisionError at sd 5e-98 before)
+TINY_SD = 1e-60
 COUNT_MAX = 1e9  # Poisson RVM counts above this are refused (check_fit_counts says why)
 KMEANS_SEED = 0  # the k-means dictionary is a deterministic function of X and M
 KMEANS_ROWS = 50_000  # k-means runs on a fixed random subsample of this many rows at most
