@@ -33,7 +33,7 @@ __all__ = ["RVMRegression", "RVMClassification", "RVMPoissonRegression", "Latent
 
 # Targets varying less than this are refused (rescale them): the sequential algorithm squares
 # precisions up to BETA_MAX_FACTOR / var(t) = 1e6 / sd^2 times squared column norms up to N,
-# which overflow below sd ~ 1e-72 sqrt(N) (a ZeroDivisionError at sd 5e-98 before)
+# which overflow below sd ~ 1e-72 sqrt(N)
 TINY_SD = 1e-60
 COUNT_MAX = 1e9  # Poisson RVM counts above this are refused (check_fit_counts says why)
 KMEANS_SEED = 0  # the k-means dictionary is a deterministic function of X and M

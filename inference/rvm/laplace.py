@@ -547,15 +547,15 @@ def _run_mackay(Phi, lik, prior_a, prior_b, alpha_min, max_iter, tol, shared,
         def pool(index, v):
             return np.bincount(cols[index], weights=v, minlength=M)[cols[index]]
     posterior = _LaplacePosterior(Phi, lik, cols, cls, theta, rows)
+    pair_scale = np.ones(cols.size) if scale is None else scale[cols]
     res = reestimate(posterior, alpha, a=prior_a, b=np.broadcast_to(prior_b, (M,))[cols],
-                     prune_at=PRUNE_ALPHA, scale=np.ones(cols.size) if scale is None
-                     else scale[cols], floor=alpha_min, pool=pool, max_iter=max_iter,
-                     tol=tol)  # none kept: the empty model, every logit 0
+                     prune_at=PRUNE_ALPHA, scale=pair_scale, floor=alpha_min, pool=pool,
+                     max_iter=max_iter, tol=tol)  # none kept: the empty model, every logit 0
     lap = posterior.mode(res.alpha, gtol=1e-12)
     lap.cols = posterior.cols
-    sc = 1.0 if scale is None else scale[posterior.cols]
+    at_floor = res.alpha * pair_scale[res.index] <= alpha_min * (1 + 1e-9)
     return ClassFit(posterior.cols, posterior.cls, res.alpha, lap, res.trace, res.converged,
-                    res.n_iter, int(np.sum(res.alpha * sc <= alpha_min * (1 + 1e-9))))
+                    res.n_iter, int(np.sum(at_floor)))
 
 
 # --------------------------------------------------------------------------------------------
