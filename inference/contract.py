@@ -8,7 +8,9 @@ without parsing.
 
 from __future__ import annotations
 
+import inspect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +20,7 @@ from .methods import HYPERPARAMETERS, METHODS
 
 __all__ = ["Attr", "Names", "ATTRS", "REQUIRED_ATTRS", "GROUPS", "REQUIRED_GROUPS",
            "DRAWN", "check_result", "ContractError", "option_attrs",
-           "options_from_attrs", "FLAG_OPTIONS", "NOT_REPEATED"]
+           "options_from_attrs", "refit_options", "FLAG_OPTIONS", "NOT_REPEATED"]
 
 
 class Names(str):
@@ -204,6 +206,16 @@ def options_from_attrs(attrs) -> dict:
             value = value.item() if isinstance(value, np.generic) else value
             out[name] = bool(value) if name in FLAG_OPTIONS else value
     return out
+
+
+def refit_options(post: xr.DataTree, fit: Callable, **given) -> dict:
+    """The options a refit of ``post`` runs with, one for each keyword in ``given``: its
+    value when not None, else the option passed to the fit (:func:`options_from_attrs`),
+    else the default of ``fit``, the function that made ``post``."""
+    passed = options_from_attrs(post.attrs)
+    defaults = inspect.signature(fit).parameters
+    return {name: passed.get(name, defaults[name].default) if value is None else value
+            for name, value in given.items()}
 
 
 def kernel_attr(name: str, kernel: str | None) -> Attr | None:

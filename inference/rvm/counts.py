@@ -340,6 +340,7 @@ class CountRefits(laplace.LaplaceRefits):
     options."""
 
     problem_type: type[LatentRVM]  # set by latent_family
+    fits = {"evidence": fit_evidence, "evidence-mackay": fit_mackay}
     predictive: type[LatentPredictive]  # set by latent_family
 
     def likelihood(self, rows: np.ndarray) -> LatentLikelihood:

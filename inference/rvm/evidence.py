@@ -26,7 +26,7 @@ from scipy import optimize
 from sparsebayes.models import ConvergenceWarning, GammaPrior, NumericalWarning, RVMRegression
 from sparsebayes.models.basis import Basis
 
-from ..contract import options_from_attrs
+from ..contract import refit_options
 from ..numerics import (
     check_iterations,
     evidence_from_factor,
@@ -807,11 +807,12 @@ class EvidenceRefits:
             raise ValueError("warm refits hold the basis fixed; a result with learned widths "
                              "is refitted cold")
         self.fast = post.attrs["method"] == "evidence"
-        fitted = options_from_attrs(post.attrs)  # the options passed to the fit, if any
-        self.max_iter = max_iter or fitted.get("max_iter", 10000 if self.fast else 5000)
-        self.tol = tol or fitted.get("tol", 1e-6)
-        self.local_search = fitted.get("local_search") if local_search is None \
-            else local_search
+        options = refit_options(post, fit_fast, max_iter=max_iter, tol=tol,
+                                local_search=local_search) if self.fast else \
+            refit_options(post, fit_mackay, max_iter=max_iter, tol=tol)
+        check_iterations(options["max_iter"], options["tol"])
+        self.max_iter, self.tol = int(options["max_iter"]), float(options["tol"])
+        self.local_search = options.get("local_search")
         const = post["constant_data"]
         self.X = const["X"].values
         self.t = post["observed_data"]["t"].values

@@ -49,7 +49,7 @@ from sparsebayes.models.likelihoods import (
     pair_logits,
 )
 
-from ..contract import options_from_attrs
+from ..contract import refit_options
 from ..numerics import (
     check_iterations,
     check_rows_out,
@@ -919,10 +919,11 @@ class LaplaceRefits:
     ``max_iter``, ``tol``, ``alpha_min``: default, the fit's (as passed to it, else the
     method's defaults).
 
-    Another one-output likelihood's family subclasses it with its ``problem_type``,
+    Another one-output likelihood's family subclasses it with its ``problem_type``, ``fits``,
     :meth:`likelihood`, :meth:`problem_on` and :meth:`fold_logpdf`."""
 
     problem_type = RVMClassification
+    fits = {"evidence": fit_fast, "evidence-mackay": fit_mackay}  # the fits it refits
 
     def __init__(self, post: xr.DataTree, *, max_iter: int | None = None,
                  tol: float | None = None, alpha_min: float | None = None) -> None:
@@ -930,16 +931,14 @@ class LaplaceRefits:
                 post.attrs.get("problem_kind") != self.problem_type.kind:
             raise TypeError(f"post must be an {self.problem_type.__name__} result of fit")
         method = post.attrs.get("method")
-        if method not in ("evidence", "evidence-mackay"):
-            raise ValueError(f"LaplaceRefits refits 'evidence' and 'evidence-mackay' results, "
-                             f"got {method!r}")
+        if method not in self.fits:
+            raise ValueError(f"{type(self).__name__} refits {' and '.join(map(repr, self.fits))}"
+                             f" results, got {method!r}")
         fast = method == "evidence"
         self.algorithm = "fast" if fast else "mackay"
-        fitted = options_from_attrs(post.attrs)  # the options passed to the fit, if any
-        max_iter = fitted.get("max_iter", 10000 if fast else 5000) if max_iter is None \
-            else max_iter
-        tol = fitted.get("tol", 1e-3 if fast else 1e-6) if tol is None else tol
-        alpha_min = fitted.get("alpha_min", ALPHA_MIN) if alpha_min is None else alpha_min
+        options = refit_options(post, self.fits[method], max_iter=max_iter, tol=tol,
+                                alpha_min=alpha_min)
+        max_iter, tol, alpha_min = options["max_iter"], options["tol"], options["alpha_min"]
         check_iterations(max_iter, tol, alpha_min)
         self.max_iter, self.tol = max_iter, tol
         self.alpha_min = float(alpha_min)

@@ -40,6 +40,7 @@ from sparsebayes.models import GammaPrior, NumericalWarning, RVMClassification
 from sparsebayes.models.likelihoods import likelihood_for, pair_logits
 from sparsebayes.models.priors import resolve_prior
 
+from ..contract import refit_options
 from ..numerics import (
     LOG_2PI,
     check_iterations,
@@ -634,15 +635,19 @@ class VRVMClassificationRefits:
     rows once (the bound is invariant to the scale; only a weight at the floor ``alpha_min``
     can differ from a fit of the kept rows, which scales them over those).
 
-    ``max_iter``, ``tol``, ``alpha_min``: the fit's options (default: its defaults)."""
+    ``max_iter``, ``tol``, ``alpha_min``: default, the fit's (as passed to it, else the
+    method's defaults)."""
 
-    def __init__(self, post: xr.DataTree, *, max_iter: int = 10000, tol: float | None = None,
-                 alpha_min: float = ALPHA_MIN) -> None:
+    def __init__(self, post: xr.DataTree, *, max_iter: int | None = None,
+                 tol: float | None = None, alpha_min: float | None = None) -> None:
         if not is_result_of(post, RVMClassification):
             raise TypeError("post must be an RVMClassification result of fit")
         if post.attrs.get("method") != "vrvm":
             raise ValueError(f"VRVMClassificationRefits refits 'vrvm' results, got "
                              f"{post.attrs.get('method')!r}")
+        options = refit_options(post, fit_vrvm_classification, max_iter=max_iter, tol=tol,
+                                alpha_min=alpha_min)
+        max_iter, tol, alpha_min = options["max_iter"], options["tol"], options["alpha_min"]
         check_iterations(max_iter, tol, alpha_min, tol_optional=True)
         self.prior = prior_from_posterior(post, GammaPrior())
         self.flat = self.prior.a == 0 and self.prior.b == 0

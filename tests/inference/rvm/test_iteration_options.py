@@ -56,15 +56,40 @@ def test_alpha_min_outside_0_1_is_refused(problems, kind, loop):
             loop(problems[kind], alpha_min=bad)
 
 
-@pytest.mark.parametrize("kind, method, refits", [
-    ("regression", "vrvm", vrvm.VRVMRefits),
-    ("classification", "evidence", laplace.LaplaceRefits),
-    ("classification", "vrvm", vrvm_classification.VRVMClassificationRefits)])
-def test_refits_refuse_the_same_options(problems, kind, method, refits):
+REFITS = [("regression", "evidence", evidence.EvidenceRefits, 10000),
+          ("regression", "evidence-mackay", evidence.EvidenceRefits, 5000),
+          ("regression", "vrvm", vrvm.VRVMRefits, 5000),
+          ("classification", "evidence", laplace.LaplaceRefits, 10000),
+          ("classification", "evidence-mackay", laplace.LaplaceRefits, 5000),
+          ("classification", "vrvm", vrvm_classification.VRVMClassificationRefits, 10000),
+          ("counts", "evidence", counts.RVM_POISSON.warm_refits["evidence"], 10000),
+          ("counts", "evidence-mackay", counts.RVM_POISSON.warm_refits["evidence-mackay"],
+           5000)]
+
+
+@pytest.mark.parametrize("kind, method, refits, default_max_iter", REFITS,
+                         ids=lambda v: getattr(v, "__qualname__", v))
+def test_refits_refuse_the_same_options_and_repeat_the_fits(problems, kind, method, refits,
+                                                             default_max_iter):
+    """The documented defaults (``fit_fast`` 10000, ``fit_mackay`` 5000, ...) unless the fit
+    was given ``max_iter``, which its refits repeat unless they are given their own."""
     post = fit(problems[kind], method, seed=0, draws=5, chains=1)
     for options, message in BAD[:1] + BAD[3:4]:
         with pytest.raises(ValueError, match=message):
             refits(post, **options)
+    assert refits(post).max_iter == default_max_iter
+    post = fit(problems[kind], method, seed=0, draws=5, chains=1, max_iter=4321)
+    assert refits(post).max_iter == 4321
+    assert refits(post, max_iter=17).max_iter == 17
+
+
+def test_vrvm_classification_refits_stop_where_the_fit_was_told_to(problems):
+    """A fit stopped at ``max_iter=2`` is refitted with the same cap, so the refit does not
+    converge either (it ran to its own default of 10000 before)."""
+    with pytest.warns(Warning, match="did not converge"):
+        post = fit(problems["classification"], "vrvm", seed=0, draws=5, chains=1, max_iter=2)
+    logpdf, converged = vrvm_classification.VRVMClassificationRefits(post).fold(np.array([0]))
+    assert not converged and np.isfinite(logpdf).all()
 
 
 def test_tol_none_only_where_the_loop_takes_it():
