@@ -22,6 +22,7 @@ from sparsebayes.models import ConvergenceWarning, NumericalWarning
 from sparsebayes.models.gp import GPRegression, se_ard_covariance
 
 from .. import samplers
+from ..contract import refit_options
 from ..numerics import (
     LOG_2PI,
     check_positive_int,
@@ -525,7 +526,8 @@ class GPRefits:
     from its best point if a step fails to ascend. The predictive at a left-out row is the
     fit's (GPML eqs. 2.25-2.26 plus the noise, :func:`gp_moments`).
 
-    ``max_iter``: L-BFGS-B iterations of a fallback run, as in :func:`fit_evidence`.
+    ``max_iter``: L-BFGS-B iterations of a fallback run; default, the fit's (as passed to
+    it, else :func:`fit_evidence`'s default).
     """
 
     NEWTON_STEPS = 20
@@ -533,11 +535,12 @@ class GPRefits:
     NEWTON_HALVINGS = 4  # a step that lowers the objective is halved this often
     FD_STEP = 1e-4  # central-difference step of the Hessian, in log hyperparameters
 
-    def __init__(self, post: xr.DataTree, *, max_iter: int = 1000) -> None:
+    def __init__(self, post: xr.DataTree, *, max_iter: int | None = None) -> None:
         if not is_result_of(post, GPRegression, "evidence"):
             raise TypeError("post must be a GPRegression 'evidence' result of "
                             "sparsebayes.inference.fit")
-        self.max_iter = check_positive_int("max_iter", max_iter)
+        self.max_iter = check_positive_int(
+            "max_iter", refit_options(post, fit_evidence, max_iter=max_iter)["max_iter"])
         self.X = np.asarray(post["constant_data"]["X"].values, dtype=float)
         self.t = np.asarray(post["observed_data"]["t"].values, dtype=float)
         ls, sf, sn = hyperparameter_draws(post)

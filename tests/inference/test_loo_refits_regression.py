@@ -184,3 +184,15 @@ def test_refits_refuse_bad_input():
     for bad in (np.array([20]), np.array([1, 1]), np.array([0.5]), np.arange(19), []):
         with pytest.raises(ValueError, match="out"):
             refits.fold(bad)
+
+
+def test_gp_refits_repeat_the_fits_max_iter():
+    """A fallback L-BFGS-B run of a refit stops where the fit was told to (``max_iter``
+    passed to ``fit``), else at ``fit_evidence``'s documented 1000; a value given wins."""
+    X, t = sinc(20, 5)
+    assert GPRefits(fit(GPRegression(X, t), "evidence", seed=0)).max_iter == 1000
+    post = fit(GPRegression(X, t), "evidence", seed=0, max_iter=37)
+    assert GPRefits(post).max_iter == 37
+    assert GPRefits(post, max_iter=5).max_iter == 5
+    with pytest.raises(ValueError, match="max_iter"):
+        GPRefits(post, max_iter=0)
