@@ -166,5 +166,6 @@ class RVMFixedLatentNormalRegression(RVMLatentNormalRegression):
 def latent_normal_families():
     """The families of :class:`RVMLatentNormalRegression` and
     :class:`RVMFixedLatentNormalRegression` (the latent RVM's, real targets)."""
-    return [latent_family(p, "latent-normal", task="regression", predictive=RealPredictive)
+    return [latent_family(p, p.kind.replace("_", "-"), task="regression",
+                          predictive=RealPredictive)
             for p in (RVMLatentNormalRegression, RVMFixedLatentNormalRegression)]
