@@ -39,11 +39,21 @@ docs: $(VENV)/.docs-installed
 	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html $(SPHINXOPTS)
 	$(if $(findstring nb_execution_mode=force,$(SPHINXOPTS)),touch,rm -f) docs/_build/jupyter_execute/.forced
 
-test: SPHINXOPTS = -D nb_execution_mode=force
-
-test: $(VENV)/.installed lint docs
+# The docs build (one process) runs beside pytest's two workers, its log in docs/_build/docs.log
+# (shown if it fails); tests/test_notebooks.py executes a notebook itself where the build has
+# not yet marked its executed copy.
+test: $(VENV)/.installed $(VENV)/.docs-installed lint
+	@mkdir -p docs/_build/jupyter_execute && rm -f docs/_build/jupyter_execute/.forced
+	@echo "building the docs beside the tests (log: docs/_build/docs.log)"
+	@OPENBLAS_NUM_THREADS=1 $(MAKE) --no-print-directory docs \
+		SPHINXOPTS="-D nb_execution_mode=force" > docs/_build/docs.log 2>&1 & docs=$$!; \
 	MPLBACKEND=Agg OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q \
-		--durations=25 -n 2 --dist loadfile
+		--durations=25 -n 2 --dist loadfile; tests=$$?; \
+	wait $$docs; built=$$?; \
+	if [ $$built -ne 0 ]; then tail -n 60 docs/_build/docs.log; \
+		echo "the docs build failed: docs/_build/docs.log"; \
+	else echo "docs built: docs/_build/html/index.html"; fi; \
+	[ $$tests -eq 0 ] && [ $$built -eq 0 ]
 
 bench: $(VENV)/.installed
 	$(BIN)/python -m pip install -q -e ".[bench]"

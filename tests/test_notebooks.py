@@ -1,10 +1,10 @@
 """Every notebook in ``notebooks/`` (jupytext percent scripts) executes end to end at
 small size (``SPARSEBAYES_SMALL=1``) through jupytext + nbclient, as a user would run it.
 
-``make test`` builds the documentation first, which executes the same notebooks at the same
-size and fails on any cell's error (``docs/conf.py``); where that build's executed copy
-(``docs/_build/jupyter_execute/examples``) is newer than the notebook's source, the checks
-read it instead of executing the notebook a second time."""
+``make test`` builds the documentation beside the tests, which executes the same notebooks at
+the same size and fails on any cell's error (``docs/conf.py``); where that build has finished
+and its executed copy (``docs/_build/jupyter_execute/examples``) is newer than the
+notebook's source, the checks read it instead of executing the notebook a second time."""
 
 from __future__ import annotations
 
