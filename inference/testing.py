@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtr
 
-from sparsebayes.models.likelihoods import LatentLikelihood
+from sparsebayes.models.likelihoods import RealLikelihood
 from sparsebayes.models.problems import RVMRealRecord, checked_real_fields
 
 from .gp.classification import _layout as gp_classification_layout
@@ -62,7 +62,7 @@ __all__ = ["laplace_mode", "laplace_surrogate", "squarem_step", "tied_columns",
            "RVMFixedLatentNormalRegression", "latent_normal_families"]
 
 
-class LatentNormal(LatentLikelihood):
+class LatentNormal(RealLikelihood):
     """``t_n ~ N(f_n, sigma^2)`` as a latent likelihood (T01 eq. 4 with ``f = Phi w``):
     ``ln p = -1/2 ln(2 pi sigma^2) - (t - f)^2 / (2 sigma^2)``, gradient ``(t - f) /
     sigma^2``, ``B = 1 / sigma^2`` (so the Laplace approximation is exact), ``dB/df = 0``;
@@ -71,17 +71,9 @@ class LatentNormal(LatentLikelihood):
     name, label = "latent_normal", "Gaussian"
     param_names = ("sigma",)
 
-    def __init__(self, t: np.ndarray, **params) -> None:
-        t = np.asarray(t, dtype=float)
-        sd = float(np.std(t)) if t.size > 1 else 0.0
-        self.target_sd = sd if sd > 0 else 1.0
-        self.log_bounds = {"sigma": tuple(np.log(np.multiply((1e-3, 10.0), self.target_sd)))}
-        super().__init__(t, **params)
-
-    def with_targets(self, t: np.ndarray) -> LatentNormal:
-        out = type(self)(t, **self.params)
-        out.target_sd, out.log_bounds = self.target_sd, self.log_bounds
-        return out
+    @property
+    def log_bounds(self) -> dict:
+        return {"sigma": tuple(np.log(np.multiply((1e-3, 10.0), self.target_sd)))}
 
     def initial_params(self, t: np.ndarray) -> dict:
         return {"sigma": 0.1 * self.target_sd}
@@ -132,9 +124,6 @@ class FixedLatentNormal(LatentNormal):
 
     def sigma(self):
         return self.noise_sd
-
-    def with_params(self, **params) -> FixedLatentNormal:
-        return type(self)(self.t)
 
     def prior_draws(self, shape, rng: np.random.Generator) -> dict:
         return {}

@@ -6,9 +6,10 @@ pairs in a model that the Laplace approximation's Newton iteration needs (eqs. 2
 
 Each is the one object of its likelihood: besides the Newton terms it owns its PyMC
 observed variable and its replicate draws. A latent likelihood (:class:`LatentLikelihood`:
-of counts, :class:`CountLikelihood`, e.g. :class:`Poisson`; or of real targets, e.g. the
-Student-t) also owns its parameters (e.g. a dispersion) and its predictive density and cdf,
-and the families, predictives and leave-one-out of the library derive from it."""
+of counts, :class:`CountLikelihood`, e.g. :class:`Poisson`; or of real targets,
+:class:`RealLikelihood`, e.g. the Student-t) also owns its parameters (e.g. a dispersion)
+and its predictive density and cdf, and the families, predictives and leave-one-out of the
+library derive from it."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from scipy.special import expit, gammaincc, gammaln, log_expit, logsumexp, softm
 
 LOGLIK_BLOCK = 2_000_000  # logits held at once when the pointwise log-likelihood is drawn
 
-__all__ = ["Likelihood", "Bernoulli", "Softmax", "LatentLikelihood", "CountLikelihood", "Poisson",
+__all__ = ["Likelihood", "Bernoulli", "Softmax", "LatentLikelihood", "RealLikelihood",
+           "CountLikelihood", "Poisson",
            "likelihood_for", "likelihood_of", "class_bounds", "pair_logits", "pair_gradient",
            "pair_hessian"]
 
@@ -311,6 +313,25 @@ class LatentLikelihood(Likelihood):
     def third(self, F: np.ndarray, P: np.ndarray) -> np.ndarray:
         """``c_n = 1/2 P_n dB_n/df_n`` (for the width gradient)."""
         return (0.5 * P[:, 0, 0] * self.derivatives(F[:, 0])[2])[:, None]
+
+
+class RealLikelihood(LatentLikelihood):
+    """A :class:`LatentLikelihood` of real targets whose parameters live at the targets'
+    scale: :attr:`target_sd` is the sd of the training targets (1 if they do not vary), and
+    :meth:`with_targets` keeps it, so held-out targets are judged at the fit's scale. A
+    subclass derives its :attr:`log_bounds`, starts and priors from it."""
+
+    def __init__(self, t: np.ndarray, **params) -> None:
+        t = np.asarray(t, dtype=float)
+        sd = float(np.std(t)) if t.size > 1 else 0.0
+        self.target_sd = sd if sd > 0 else 1.0
+        super().__init__(t, **params)
+
+    def with_targets(self, t: np.ndarray) -> RealLikelihood:
+        """The same parameters on other targets, at the training targets' scale."""
+        out = type(self)(t, **self.params)
+        out.target_sd = self.target_sd
+        return out
 
 
 class CountLikelihood(LatentLikelihood):

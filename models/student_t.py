@@ -18,7 +18,7 @@ import numpy as np
 from scipy.special import betaln, stdtr
 
 from .kernels import Kernel
-from .likelihoods import LatentLikelihood
+from .likelihoods import RealLikelihood
 from .priors import GammaPrior
 from .problems import RVMRealRecord, checked_real_fields
 
@@ -29,7 +29,7 @@ SCALE_RANGE = (1e-4, 10.0)  # sigma's type-II ML bounds, in units of sd(t)
 NU_PRIOR = (2.0, 0.1)  # nu ~ Gamma(shape 2, rate 0.1) (Juárez & Steel 2010)
 
 
-class StudentT(LatentLikelihood):
+class StudentT(RealLikelihood):
     """``ln p(t | f) = ln Gamma((nu+1)/2) - ln Gamma(nu/2) - 1/2 ln(nu pi sigma^2)
     - (nu+1)/2 ln(1 + r^2 / (nu sigma^2))``, ``r = t - f``: with ``a = nu sigma^2`` the
     gradient is ``(nu+1) r / (a + r^2)``, the negative Hessian ``B = (nu+1) (a - r^2) /
@@ -44,19 +44,11 @@ class StudentT(LatentLikelihood):
     param_names = ("sigma", "nu")
     log_concave = False
 
-    def __init__(self, t: np.ndarray, **params) -> None:
-        t = np.asarray(t, dtype=float)
-        sd = float(np.std(t)) if t.size > 1 else 0.0
-        self.target_sd = sd if sd > 0 else 1.0  # (held-out targets: with_targets keeps the fit's)
-        self.log_bounds = {"sigma": tuple(np.log(np.multiply(SCALE_RANGE, self.target_sd))),
-                           "nu": tuple(np.log(DOF_RANGE))}
-        super().__init__(t, **params)
-
-    def with_targets(self, t: np.ndarray) -> StudentT:
-        """The same parameters on other targets (their scale kept for the bounds)."""
-        out = type(self)(t, **self.params)
-        out.target_sd, out.log_bounds = self.target_sd, self.log_bounds
-        return out
+    @property
+    def log_bounds(self) -> dict:
+        """``sigma`` within ``SCALE_RANGE`` times sd(t), ``nu`` within ``DOF_RANGE``."""
+        return {"sigma": tuple(np.log(np.multiply(SCALE_RANGE, self.target_sd))),
+                "nu": tuple(np.log(DOF_RANGE))}
 
     def initial_params(self, t: np.ndarray) -> dict:
         """``sigma = sd(t) / 10``, ``nu = 4``: a fit explaining most of the spread, with
