@@ -67,7 +67,10 @@ def advi_sinc(sinc100):
 
 
 def _logp_at(model, values):
-    f = model.compile_logp(jacobian=False)
+    """The model's log density (no Jacobian) at the initial point with ``values`` set, in
+    Python (FAST_COMPILE): the density is what is checked, and the numba form of each Op
+    has its own tests (compiling it here would take seconds per model for a single value)."""
+    f = model.compile_logp(jacobian=False, mode="FAST_COMPILE")
     point = model.initial_point()
     for k, v in values.items():
         point[k] = v
