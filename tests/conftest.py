@@ -17,6 +17,19 @@ STUDY_DATA = "diabetes:n_train=60"
 STUDY_METHODS = "rvm/evidence,svm"
 
 
+@pytest.fixture
+def pytensor_in_python():
+    """PyTensor graphs compiled in the test run in Python (``FAST_COMPILE``: each Op's
+    ``perform``) instead of numba, PyTensor 3's default linker. For tests that evaluate a
+    density or draw forward a few times: the values are what they check, and a numba
+    compile costs seconds on a new machine. Sampling and ADVI tests keep numba (nutpie
+    compiles with it whatever the mode)."""
+    import pytensor
+
+    with pytensor.config.change_flags(mode="FAST_COMPILE"):
+        yield
+
+
 def needs_data(*names: str):
     """Skips a test unless the files of the data sets ``names`` (``datasets.FILES``) are in
     :data:`DATA`; the reason names the missing files and where they go."""

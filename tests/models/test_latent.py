@@ -33,6 +33,7 @@ def _sample(model, **opts):
                             "progressbar": False, **opts})
 
 
+@pytest.mark.usefixtures("pytensor_in_python")
 @pytest.mark.parametrize("centres", [None, 6, "array"])
 def test_latent_prior_is_the_rvm_model_with_a_gaussian_likelihood(centres):
     """Same logp at the same point as problem.pymc_model() (the joint non-centred RVM
@@ -113,6 +114,7 @@ def _f_at(model, point: dict) -> np.ndarray:
     return pm.pytensorf.compile(model.value_vars, f_of_values)(*point.values())
 
 
+@pytest.mark.usefixtures("pytensor_in_python")
 def test_set_data_moves_the_latent_function_and_callables_use_data():
     """pm.set_data on {name}_X gives f at the new inputs (= NumPy's Phi(X_new) w); a Python
     callable kernel enters as precomputed {name}_Phi."""

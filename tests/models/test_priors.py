@@ -40,6 +40,7 @@ def _pymc_prior_predictive(model, draws=1000, seed=2) -> np.ndarray:
     return t.reshape(-1, t.shape[-1])
 
 
+@pytest.mark.usefixtures("pytensor_in_python")
 def test_default_prior_predictive_is_finite_where_the_old_shape_underflowed():
     """PyMC's forward sampler on the default model: every draw finite. With the previous
     shape a = c = 0.01, NumPy's Gamma sampler underflows some alpha_i to 0 (w_i infinite):
@@ -52,6 +53,7 @@ def test_default_prior_predictive_is_finite_where_the_old_shape_underflowed():
     assert not np.isfinite(_pymc_prior_predictive(prob.pymc_model(prior=old))).all()
 
 
+@pytest.mark.usefixtures("pytensor_in_python")
 def test_weakly_informative_prior_is_at_the_scale_of_the_data():
     """Median prior-predictive sd within a factor 10 of sd(t) (the target; measured
     0.8), on the sinc data and on the same data in other units; the default's is ~1e18."""
@@ -67,6 +69,7 @@ def test_weakly_informative_prior_is_at_the_scale_of_the_data():
     assert np.median(default.std(axis=1)) / np.std(t) > 1e6
 
 
+@pytest.mark.usefixtures("pytensor_in_python")
 @pytest.mark.parametrize("name", ["default", "weakly_informative"])
 def test_regression_prior_groups_match_pymc_and_the_closed_form(name):
     """``fit(..., prior_predictive=True)`` on a VRVM result (every column kept): log alpha
@@ -96,6 +99,7 @@ def test_regression_prior_groups_match_pymc_and_the_closed_form(name):
         assert g[name_].dims == post["posterior"][name_].dims
 
 
+@pytest.mark.usefixtures("pytensor_in_python")
 @pytest.mark.parametrize("K", [2, 3])
 def test_classification_prior_predictive_matches_pymc(K):
     """Class frequencies per prior draw: ours and PyMC's forward sampler agree (KS)."""

@@ -68,6 +68,7 @@ def test_gradient_against_finite_differences():
         np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.usefixtures("pytensor_in_python")
 def test_closed_form_equals_pymc_marginal_model():
     """The same log marginal likelihood, gradient and predictive from the pm.gp.Marginal
     model (PyTensor) as from the closed form."""

@@ -33,6 +33,7 @@ def theta():
     return np.log(np.r_[LS, SF, SN])
 
 
+@pytest.mark.usefixtures("pytensor_in_python")
 def test_the_bound_is_pymcs_vfe_and_its_gradient_is_right():
     import pymc as pm
 

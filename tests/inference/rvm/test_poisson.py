@@ -248,6 +248,7 @@ def test_posterior_predictive_counts(sine200):
     assert np.mean(np.abs(reps.mean(axis=(0, 1)) - pred.mean) < 4 * se) > 0.95
 
 
+@pytest.mark.usefixtures("pytensor_in_python")
 def test_pymc_model_log_likelihood_is_poisson():
     pytest.importorskip("pymc")
     X, t, _ = sine_counts(20, seed=6)

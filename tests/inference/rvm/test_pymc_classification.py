@@ -66,6 +66,7 @@ def test_default_classification_prior(ripley):
     assert reg.a == reg.c == SHAPE
 
 
+@pytest.mark.usefixtures("pytensor_in_python")
 @needs_data("ripley")
 def test_collapsed_prior_is_the_gamma_normal_marginal(ripley):
     """The collapsed model's prior log density of w equals log of the integral of

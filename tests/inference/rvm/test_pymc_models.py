@@ -288,6 +288,7 @@ def test_woodbury_op_refuses_what_it_cannot_do(mode):
         collapsed_woodbury(Phi.T @ t, t @ t, 6.0, pt.matrix(), beta, Phi.T @ Phi)
 
 
+@pytest.mark.usefixtures("pytensor_in_python")
 def test_joint_integrated_over_w_equals_collapsed():
     """The non-centred joint model's density is Gaussian in z at fixed alpha, beta, so the
     Laplace integral over z is exact: logp(z*) + M/2 ln 2 pi - 1/2 ln|-H|. It must equal the
