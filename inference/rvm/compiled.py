@@ -120,9 +120,11 @@ def flat_proposals(S, Q, diag, excluded, active, alpha, Sigma, mu, alpha_min, la
     """Flat prior: for every candidate its proposed alpha (eqs. 20-21 then :func:`adjust`),
     the gain of moving to it (eq. 18 difference) and the current alpha. Excluded
     candidates need ``S > 1e-12 diag`` and ``Q^2 > S``; in-model ``s_j = 1 / Sigma_jj -
-    alpha_j``, ``q_j = mu_j / Sigma_jj`` (see ``SequentialSparseBayes.sq``). ``blocked``
-    (aligned duplicates, frozen candidates) take no action; ``tabu`` may not switch in or
-    out; the last basis is never deleted."""
+    alpha_j``, ``q_j = mu_j / Sigma_jj`` (see ``SequentialSparseBayes.sq``), and an in-model
+    basis with ``s_j <= 1e-12 diag`` (numerically in the span of the others: ``Sigma_jj`` is
+    ``1 / alpha_j`` to rounding, and A.3's update would divide by zero) takes no action.
+    ``blocked`` (aligned duplicates, frozen candidates) take no action; ``tabu`` may not
+    switch in or out; the last basis is never deleted."""
     M = S.size
     new = np.full(M, np.inf)
     gain = np.full(M, -np.inf)
@@ -139,6 +141,9 @@ def flat_proposals(S, Q, diag, excluded, active, alpha, Sigma, mu, alpha_min, la
         cur[m] = alpha[j]
         d = Sigma[j, j]
         s = 1.0 / d - alpha[j]
+        if not s > 1e-12 * diag[m]:
+            new[m] = alpha[j]  # no action, and no say in convergence
+            continue
         q = mu[j] / d
         p = adjust(flat_alpha(s, q), alpha[j], alpha_min, lam[m])
         new[m] = p

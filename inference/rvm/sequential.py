@@ -616,6 +616,10 @@ class SequentialSparseBayes:
              - basis_objective(cur[idx], s, q, self.a_prior, b))
         g[np.isinf(prop) & np.isinf(cur[idx])] = -np.inf  # nothing to do
         new[idx], gain[idx] = prop, g
+        # in the model and numerically in the span of the rest (Sigma_jj = 1 / alpha_j to
+        # rounding, so A.3's update would divide by zero): no action, no say in convergence
+        span = act[~(s[cand.size:] > 1e-12 * self.diag[act])]
+        gain[span], new[span] = -np.inf, cur[span]
         if self.aligned or self.policy.frozen:
             blocked = [*self.aligned, *self.policy.frozen]
             gain[blocked], new[blocked] = -np.inf, cur[blocked]

@@ -676,6 +676,36 @@ def test_targets_too_small_for_double_precision_are_refused_and_the_rest_fit():
         assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std)) and np.all(std > 0)
 
 
+def test_rvc_keeps_a_basis_in_the_span_of_the_model_without_dividing_by_zero():
+    """Found by the property test below: 16 points, 13 of them equal. A basis came to lie
+    in the span of the rest of the model (``s_j = 1 / Sigma_jj - alpha_j`` exactly 0 at
+    ``alpha_j ~ 2e15``), its re-estimate to the floor went to TF03 App. A.3's rank-one update,
+    and ``1 / (Sigma_jj + 1 / (new - old))`` divided by zero. Such a basis now takes no action
+    (as a candidate outside the model with ``S ~ 0`` takes none): the fit ends, its
+    probabilities are distributions; and the proposal rule itself, on a two-basis state."""
+    from sparsebayes.inference.rvm import compiled
+
+    X = np.full((16, 2), 1.125)
+    X[0, 0], X[1, 0], X[3, 0], X[10, 1] = 2.0, 3.5, -5.0, 0.0
+    y = np.zeros(16, int)
+    y[[3, 10]] = 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SparseBayesWarning)
+        p = RVC().fit(X, y).predict_proba(X)
+    assert np.all(np.isfinite(p)) and np.all(p >= 0)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=1e-10)
+    # basis 1 in the model with Sigma_11 = 1 / alpha_1 (s_1 = 0): no action, no gain;
+    # basis 0 (s_0 > 0) is re-estimated as before
+    alpha = np.array([2.0, 2251799813685247.5])
+    Sigma = np.diag([0.25, 1 / alpha[1]])
+    undamped, no = np.ones(2), np.zeros(2, bool)
+    new, gain, cur = compiled.flat_proposals(
+        np.ones(2), np.array([3.0, 1.0]), np.ones(2), no, np.arange(2), alpha, Sigma,
+        np.array([1.0, 1.0]), 1e-6, undamped, no, no)
+    assert new[1] == cur[1] == alpha[1] and gain[1] == -np.inf
+    assert np.isfinite(gain[0]) and new[0] != alpha[0]
+
+
 @PROPERTY
 @given(small_classification())
 def test_property_rvc_probabilities_are_distributions(data):
