@@ -186,10 +186,15 @@ def test_reused_nuts_sampler_samples_the_new_data():
     GP classifier's data used to be constants of that compiled graph, so a second data set of
     the same shape was silently sampled on the first one's points. The draws on a reused
     sampler must equal a fresh compile's on the same data and seed (every compile here is
-    warm: see the helper)."""
-    assert_reused_sampler_equals_fresh(GPClassification(*datasets.ripley_mixture(30, seed=1)),
-                                       GPClassification(*datasets.ripley_mixture(30, seed=2)),
-                                       ("length_scale", "signal_sd", "f"))
+    warm: see the helper).
+
+    The data sets have the shape of the Ripley subset above (100 x 2), so after that test
+    the helper's warm-up fit reuses its compiled sampler instead of compiling a third time.
+    The draws are compared bit for bit, so 25 tuning steps and 25 draws show a data mix-up as
+    surely as more would: the chains' start and the first gradient already read the data."""
+    assert_reused_sampler_equals_fresh(GPClassification(*datasets.ripley_mixture(100, seed=1)),
+                                       GPClassification(*datasets.ripley_mixture(100, seed=2)),
+                                       ("length_scale", "signal_sd", "f"), draws=25, tune=25)
 
 
 

@@ -116,8 +116,10 @@ def test_laplace_lml_against_exact_evidence_by_monte_carlo():
     Lk = np.linalg.cholesky(K)
     vals = []
     for _ in range(8):
-        f = np.einsum("ij,sjc->sic", Lk, rng.standard_normal((500_000, 3, 3)))
-        vals.append(np.exp(np.sum(f[:, np.arange(3), codes] - logsumexp(f, axis=2), axis=1)))
+        # prod_i softmax(f_i)_{y_i} from exp(f) directly (f ~ N(0, 4): no overflow), the
+        # same numbers as exp(sum(f_iy - logsumexp(f_i))) to 1e-14 at a quarter of the cost
+        e = np.exp(Lk @ rng.standard_normal((500_000, 3, 3)))
+        vals.append(np.prod(e[:, np.arange(3), codes] / e.sum(axis=2), axis=1))
     v = np.concatenate(vals)
     exact, rel_se = v.mean(), v.std() / v.mean() / np.sqrt(v.size)
     assert rel_se < 3e-3
@@ -355,7 +357,9 @@ def test_nuts_multiclass_agrees_with_laplace_and_its_predictive_with_direct_cond
     fs = f.reshape(-1, 60, 3)
     centre = Xtr.mean(0)
     Z = np.vstack([Xtr, Xte[:5]]) - centre
-    draws = np.arange(0, fs.shape[0], 200)
+    # 20 draws spread over the chains, the ones nuts_probability_draws(max_draws=20) thins
+    # to (it computes only those, each with its own draw-indexed QMC seed)
+    draws = np.linspace(0, fs.shape[0] - 1, 20).astype(int)
     ref = np.zeros((5, 3))
     for s in draws:
         J = se_ard_covariance(Z, None, ls[s], sf[s]) + 1e-6 * np.eye(65)
@@ -363,7 +367,7 @@ def test_nuts_multiclass_agrees_with_laplace_and_its_predictive_with_direct_cond
         mean, var = A.T @ fs[s], np.diag(J[60:, 60:] - J[60:, :60] @ A) - 1e-6
         star = mean + np.sqrt(var)[:, None] * rng.standard_normal((20000, 5, 3))
         ref += softmax(star, axis=2).mean(0)
-    ours = nuts_probability_draws(post, Xte[:5], max_draws=fs.shape[0])[draws].mean(0)
+    ours = nuts_probability_draws(post, Xte[:5], max_draws=draws.size).mean(0)
     np.testing.assert_allclose(ours, ref / draws.size, atol=5e-3)
     # class replicates at new inputs follow the same probabilities
     rep = add_predictions(post, Xte, seed=2)["predictions"]["t"].values.reshape(-1, 30)
