@@ -26,8 +26,17 @@ def _sample(model, **opts):
     """NUTS, 2 chains of 150 (after 150 tuning): the ARD funnels take trees of depth 9-10,
     and the two tests' margins do not need more (measured at 300 and 150 draws: Poisson rate
     RMS 0.085 and 0.085 against 0.10; Student-t RMSE 0.028 and 0.027 against the Gaussian
-    RVM's 0.154)."""
-    with model, warnings.catch_warnings():
+    RVM's 0.154).
+
+    The model is sampled with its data frozen to constants (PyMC's ``freeze_dims_and_data``,
+    the same log density): the design ``Phi({name}_X)`` is then computed once at compile time
+    instead of at each of the ~300,000 gradient evaluations (most of the sampling time; the
+    same RMS and RMSE to 3 digits; the posterior draws keep their names, so the original
+    model's ``conditional`` uses them).
+    """
+    from pymc.model.transform.optimization import freeze_dims_and_data
+
+    with freeze_dims_and_data(model), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return pm.sample(**{"draws": 150, "tune": 150, "chains": 2, "random_seed": 1,
                             "progressbar": False, **opts})
