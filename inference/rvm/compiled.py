@@ -16,13 +16,16 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+SPAN_TOL = 1e-12  # a basis with S (or s_j) <= SPAN_TOL phi^T B phi lies numerically in the
+# span of the model: it takes no action
 SMALL = 48  # models up to this many weights use the compiled factorisations (plain loops);
 # larger ones keep LAPACK / BLAS, whose blocking wins there
 
-__all__ = ["SMALL", "objective", "flat_alpha", "adjust", "objective_array", "flat_alpha_array",
-           "adjust_array", "flat_proposals", "decide", "reestimate_update", "bernoulli_mode",
-           "recompute", "bernoulli_surrogate", "laplace_log_evidence", "weighted_cross",
-           "flat_choice", "add_update", "delete_update", "BernoulliMode", "Recomputed"]
+__all__ = ["SMALL", "SPAN_TOL", "objective", "flat_alpha", "adjust", "objective_array",
+           "flat_alpha_array", "adjust_array", "flat_proposals", "decide", "reestimate_update",
+           "bernoulli_mode", "recompute", "bernoulli_surrogate", "laplace_log_evidence",
+           "weighted_cross", "flat_choice", "add_update", "delete_update", "BernoulliMode",
+           "Recomputed"]
 
 
 class BernoulliMode(NamedTuple):
@@ -119,9 +122,9 @@ def flat_proposals(S, Q, diag, excluded, active, alpha, Sigma, mu, alpha_min, la
                    tabu):
     """Flat prior: for every candidate its proposed alpha (eqs. 20-21 then :func:`adjust`),
     the gain of moving to it (eq. 18 difference) and the current alpha. Excluded
-    candidates need ``S > 1e-12 diag`` and ``Q^2 > S``; in-model ``s_j = 1 / Sigma_jj -
+    candidates need ``S > SPAN_TOL diag`` and ``Q^2 > S``; in-model ``s_j = 1 / Sigma_jj -
     alpha_j``, ``q_j = mu_j / Sigma_jj`` (see ``SequentialSparseBayes.sq``), and an in-model
-    basis with ``s_j <= 1e-12 diag`` (numerically in the span of the others: ``Sigma_jj`` is
+    basis with ``s_j <= SPAN_TOL diag`` (numerically in the span of the others: ``Sigma_jj`` is
     ``1 / alpha_j`` to rounding, and A.3's update would divide by zero) takes no action.
     ``blocked`` (aligned duplicates, frozen candidates) take no action; ``tabu`` may not
     switch in or out; the last basis is never deleted."""
@@ -130,7 +133,7 @@ def flat_proposals(S, Q, diag, excluded, active, alpha, Sigma, mu, alpha_min, la
     gain = np.full(M, -np.inf)
     cur = np.full(M, np.inf)
     for m in range(M):
-        if excluded[m] and S[m] > 1e-12 * diag[m] and Q[m] * Q[m] > S[m]:
+        if excluded[m] and S[m] > SPAN_TOL * diag[m] and Q[m] * Q[m] > S[m]:
             s, q = S[m], Q[m]
             p = adjust(flat_alpha(s, q), np.inf, alpha_min, lam[m])
             new[m] = p
@@ -141,7 +144,7 @@ def flat_proposals(S, Q, diag, excluded, active, alpha, Sigma, mu, alpha_min, la
         cur[m] = alpha[j]
         d = Sigma[j, j]
         s = 1.0 / d - alpha[j]
-        if not s > 1e-12 * diag[m]:
+        if not s > SPAN_TOL * diag[m]:
             new[m] = alpha[j]  # no action, and no say in convergence
             continue
         q = mu[j] / d

@@ -602,7 +602,7 @@ class SequentialSparseBayes:
         act = np.asarray(self.active)
         cur[act] = self.alpha
         # S_m <= 0 (exactly > 0 in theory): phi_m lies numerically in the span of the model
-        addable = self.excluded & (S > 1e-12 * self.diag)
+        addable = self.excluded & (S > compiled.SPAN_TOL * self.diag)
         if self.flat:
             addable &= Q * Q > S
         cand = np.flatnonzero(addable)
@@ -618,7 +618,7 @@ class SequentialSparseBayes:
         new[idx], gain[idx] = prop, g
         # in the model and numerically in the span of the rest (Sigma_jj = 1 / alpha_j to
         # rounding, so A.3's update would divide by zero): no action, no say in convergence
-        span = act[~(s[cand.size:] > 1e-12 * self.diag[act])]
+        span = act[~(s[cand.size:] > compiled.SPAN_TOL * self.diag[act])]
         gain[span], new[span] = -np.inf, cur[span]
         if self.aligned or self.policy.frozen:
             blocked = [*self.aligned, *self.policy.frozen]
@@ -706,7 +706,7 @@ class SequentialSparseBayes:
         out = np.ones(self.S.size, bool)
         out[self.active] = False
         dup = sum(self._cosine(i, p) > ALIGNMENT_MAX for i, p in self.aligned.items())
-        return dup + int(np.sum(out & (self.S <= 1e-12 * self.diag)))
+        return dup + int(np.sum(out & (self.S <= compiled.SPAN_TOL * self.diag)))
 
     def _cosine(self, i: int, p: int) -> float:
         """Cosine (in the ``B`` inner product) of candidate ``i`` with basis ``p`` in the model."""
